@@ -1,0 +1,49 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults the CRD applies; Default repeats them for tiers that never pass
+// through the API server (the router's file source).
+const (
+	// DefaultMetricsPath is where engines serve Prometheus metrics.
+	DefaultMetricsPath = "/metrics"
+	// DefaultResponseHeaderTimeout covers a long prefill on a busy engine.
+	DefaultResponseHeaderTimeout = 120 * time.Second
+	// DefaultIdleTimeout covers the longest expected gap between two tokens.
+	DefaultIdleTimeout = 60 * time.Second
+)
+
+// Default fills the fields the CRD defaults, in place.
+func Default(t *ReplicaTier) {
+	s := &t.Spec
+	for i := range s.Members {
+		if m := s.Members[i].Metrics; m != nil && m.Path == "" {
+			m.Path = DefaultMetricsPath
+		}
+	}
+	if s.Upstream == nil {
+		s.Upstream = &UpstreamSpec{}
+	}
+	if s.Upstream.ResponseHeaderTimeout == nil {
+		s.Upstream.ResponseHeaderTimeout = &metav1.Duration{Duration: DefaultResponseHeaderTimeout}
+	}
+	if s.Upstream.IdleTimeout == nil {
+		s.Upstream.IdleTimeout = &metav1.Duration{Duration: DefaultIdleTimeout}
+	}
+}
+
+// EffectiveStrategy is the strategy a tier runs: empty for a direct tier,
+// RoundRobin for a replica tier without one.
+func (s *ReplicaTierSpec) EffectiveStrategy() Strategy {
+	switch {
+	case len(s.Members) <= 1:
+		return ""
+	case s.Strategy == "":
+		return StrategyRoundRobin
+	}
+	return s.Strategy
+}

@@ -1,0 +1,355 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Bounds of the ReplicaTier API. The CRD markers below repeat these numbers
+// (markers cannot reference constants); Validate checks both agree.
+const (
+	// MaxMembers is the largest replica tier: one host rarely carries more than
+	// 16 GPUs, and the scheduler's evidence rows are bounded by it.
+	MaxMembers = 16
+	// MaxAliases bounds the caller-facing names of one tier.
+	MaxAliases = 16
+	// MinConcurrency and MaxConcurrency bound every concurrency ceiling; 100000
+	// is far above any engine's batch size and keeps ratio arithmetic exact.
+	MinConcurrency = 1
+	// MaxConcurrency is the upper bound of every concurrency ceiling.
+	MaxConcurrency = 100000
+)
+
+// Strategy selects how the router picks a member of a replica tier.
+// +kubebuilder:validation:Enum=RoundRobin;Capacity
+type Strategy string
+
+const (
+	// StrategyRoundRobin rotates over the eligible members. It is what a
+	// replica tier without a strategy does.
+	StrategyRoundRobin Strategy = "RoundRobin"
+	// StrategyCapacity picks the least-loaded eligible member by router
+	// reservations, then by fresh engine pressure, then by rotation.
+	StrategyCapacity Strategy = "Capacity"
+)
+
+// Engine names the metrics dialect of a member's inference engine.
+// +kubebuilder:validation:Enum=vllm;sglang;llamacpp;tgi
+type Engine string
+
+// The engines whose metrics the router can read.
+const (
+	// EngineVLLM reads vLLM's metrics.
+	EngineVLLM Engine = "vllm"
+	// EngineSGLang reads SGLang's metrics.
+	EngineSGLang Engine = "sglang"
+	// EngineLlamaCPP reads llama.cpp server's metrics.
+	EngineLlamaCPP Engine = "llamacpp"
+	// EngineTGI reads Text Generation Inference's metrics.
+	EngineTGI Engine = "tgi"
+)
+
+// QuiesceReason is a short machine-readable reason for quiescing a member,
+// such as "driver-upgrade".
+// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9-]{0,62}$`
+// +kubebuilder:validation:MaxLength=63
+type QuiesceReason string
+
+// ReplicaTierSpec declares the members of one tier on one node and the
+// operator's admission intent for them.
+// +kubebuilder:validation:XValidation:rule="!has(self.strategy) || size(self.members) > 1",message="strategy must not be set on a direct tier (one member)"
+// +kubebuilder:validation:XValidation:rule="!has(self.strategy) || self.strategy != 'Capacity' || self.members.all(m, has(m.maxConcurrency))",message="every member needs maxConcurrency when strategy is Capacity"
+// +kubebuilder:validation:XValidation:rule="!has(self.quiesce) || !has(self.quiesce.members) || self.quiesce.members.all(k, self.members.exists(m, m.id == k))",message="quiesce.members keys must be member ids"
+type ReplicaTierSpec struct {
+	// NodeName is the node whose router owns this tier. The router lists
+	// tiers with a field selector on it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+
+	// Aliases are the model names callers send that route to this tier. Each
+	// alias may belong to only one tier per node.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9][A-Za-z0-9._:/-]*$`
+	Aliases []string `json:"aliases"`
+
+	// ServedModel is the exact model id every member must list on its
+	// /v1/models endpoint to count as ready.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	ServedModel string `json:"servedModel"`
+
+	// Strategy selects how a replica tier picks a member. Absent means
+	// RoundRobin; it must be absent on a direct tier (one member).
+	// +optional
+	Strategy Strategy `json:"strategy,omitempty"`
+
+	// MaxConcurrency is the aggregate ceiling of requests in flight across
+	// the tier. Absent means the sum of the member ceilings. It is never
+	// multiplied by the member count.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
+
+	// Members are the replicas of the tier: one member makes a direct tier,
+	// two to sixteen a replica tier.
+	// +required
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Members []Member `json:"members"`
+
+	// Upstream holds the timeouts of the router's connections to members.
+	// +optional
+	Upstream *UpstreamSpec `json:"upstream,omitempty"`
+
+	// Quiesce is the operator's intent to stop admitting new requests to the
+	// tier or to some members. In-flight requests always finish.
+	// +optional
+	Quiesce *QuiesceSpec `json:"quiesce,omitempty"`
+}
+
+// Member is one replica of the tier's model.
+type Member struct {
+	// ID names the member in status, metrics, logs and quiesce intent.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`
+	ID string `json:"id"`
+
+	// Endpoint is the member's base URL: http or https, host localhost or an
+	// IP literal, no path, user info, query or fragment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="endpoint must be an absolute http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || self.matches('^https?://([^/@]*@)?(localhost|((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.]){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])|\\\\[[0-9A-Fa-f:.]+\\\\])(:[0-9]{1,5})?([/?#].*)?$')",message="endpoint host must be localhost or an IP literal"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('@') && !self.contains('?') && !self.contains('#')",message="endpoint must not contain user info, a query or a fragment"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getEscapedPath() in ['', '/']",message="endpoint must not have a path"
+	Endpoint string `json:"endpoint"`
+
+	// MaxConcurrency is the ceiling of requests in flight to this member. It
+	// is enforced in every strategy and required for Capacity.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
+
+	// Metrics says how to read the member's engine pressure. Absent means the
+	// member's pressure is always unknown.
+	// +optional
+	Metrics *MetricsSpec `json:"metrics,omitempty"`
+}
+
+// MetricsSpec locates a member's Prometheus metrics.
+type MetricsSpec struct {
+	// Engine is the metrics dialect of the member's engine.
+	// +required
+	Engine Engine `json:"engine"`
+
+	// Path is the metrics path on the member's endpoint.
+	// +optional
+	// +kubebuilder:default="/metrics"
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9._~/-]*$`
+	Path string `json:"path,omitempty"`
+}
+
+// UpstreamSpec bounds the router's waits on a member.
+type UpstreamSpec struct {
+	// ResponseHeaderTimeout bounds the wait for a member's response headers.
+	// +optional
+	// +kubebuilder:default="120s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="responseHeaderTimeout must be between 1s and 1h"
+	ResponseHeaderTimeout *metav1.Duration `json:"responseHeaderTimeout,omitempty"`
+
+	// IdleTimeout bounds the gap between two reads of a member's response
+	// body, streams included.
+	// +optional
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="idleTimeout must be between 1s and 1h"
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+}
+
+// QuiesceSpec is the operator's admission intent. Quiesce stops new
+// admissions; requests in flight finish.
+type QuiesceSpec struct {
+	// Tier quiesces the whole tier when it holds a non-empty reason.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^([a-z0-9][a-z0-9-]{0,62})?$`
+	Tier string `json:"tier,omitempty"`
+
+	// Members maps a member id to the reason it is quiesced. Remove a key
+	// (merge-patch it to null) to readmit that member.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Members map[string]QuiesceReason `json:"members,omitempty"`
+}
+
+// MemberPhase is a member's admission phase as the router applies it.
+// +kubebuilder:validation:Enum=Admitting;Draining;Drained
+type MemberPhase string
+
+const (
+	// MemberAdmitting takes new requests.
+	MemberAdmitting MemberPhase = "Admitting"
+	// MemberDraining is quiesced (itself or through the tier) with requests
+	// still in flight.
+	MemberDraining MemberPhase = "Draining"
+	// MemberDrained is quiesced with no request in flight.
+	MemberDrained MemberPhase = "Drained"
+)
+
+// ReplicaTierStatus is the observed state of a ReplicaTier. The manager owns
+// observedGeneration, conditions and admission; the router on spec.nodeName
+// owns members and router.
+type ReplicaTierStatus struct {
+	// ObservedGeneration is the generation the manager last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// MemberCount is the number of members in the reconciled spec.
+	// +optional
+	MemberCount int32 `json:"memberCount,omitempty"`
+
+	// Conditions are Accepted, Programmed and Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Admission is the validated quiesce intent the router applies.
+	// +optional
+	Admission *AdmissionStatus `json:"admission,omitempty"`
+
+	// Members is each member's readiness and phase, written by the router.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=16
+	Members []MemberStatus `json:"members,omitempty"`
+
+	// Router says which router applied which generation.
+	// +optional
+	Router *RouterStatus `json:"router,omitempty"`
+}
+
+// AdmissionStatus is the validated admission intent.
+type AdmissionStatus struct {
+	// Tier is the tier-wide intent.
+	// +required
+	Tier TierAdmission `json:"tier"`
+
+	// Members lists exactly the quiesced members, sorted by id.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=16
+	Members []MemberAdmission `json:"members,omitempty"`
+}
+
+// TierAdmission is the tier-wide admission intent.
+type TierAdmission struct {
+	// Quiesced is true when the tier admits no new request.
+	// +required
+	Quiesced bool `json:"quiesced"`
+
+	// Reason is why the tier is quiesced.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Reason string `json:"reason,omitempty"`
+}
+
+// MemberAdmission is one quiesced member.
+type MemberAdmission struct {
+	// ID is the member id.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	ID string `json:"id"`
+
+	// Quiesced is true for every listed member.
+	// +required
+	Quiesced bool `json:"quiesced"`
+
+	// Reason is why the member is quiesced.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Reason string `json:"reason,omitempty"`
+}
+
+// MemberStatus is one member as the router sees it.
+type MemberStatus struct {
+	// ID is the member id.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	ID string `json:"id"`
+
+	// Ready is true when the member's latest probe listed the served model.
+	// +required
+	Ready bool `json:"ready"`
+
+	// Phase is the member's effective admission phase.
+	// +required
+	Phase MemberPhase `json:"phase"`
+}
+
+// RouterStatus identifies the router that applied the tier.
+type RouterStatus struct {
+	// Node is the router's node.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+
+	// AppliedGeneration is the generation the router applies.
+	// +required
+	AppliedGeneration int64 `json:"appliedGeneration"`
+}
+
+// ReplicaTier declares the identical replicas of one model on one node and
+// how the node's router admits requests to them.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rt;rtier,categories=sluice
+// +kubebuilder:selectablefield:JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy`
+// +kubebuilder:printcolumn:name="Members",type=integer,JSONPath=`.status.memberCount`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Quiesced",type=boolean,JSONPath=`.status.admission.tier.quiesced`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ReplicaTier struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired tier.
+	// +required
+	Spec ReplicaTierSpec `json:"spec"`
+
+	// status is the observed tier.
+	// +optional
+	Status ReplicaTierStatus `json:"status,omitempty"`
+}
+
+// ReplicaTierList is a list of ReplicaTiers.
+// +kubebuilder:object:root=true
+type ReplicaTierList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the ReplicaTiers.
+	Items []ReplicaTier `json:"items"`
+}

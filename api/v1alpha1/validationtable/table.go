@@ -1,0 +1,193 @@
+// Package validationtable is the one table of ReplicaTier validation cases.
+// The same rows run against the API server (test/envtest) and against
+// v1alpha1.Validate, so the CRD and the Go function cannot drift apart.
+package validationtable
+
+import (
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// Row is one validation case: Mutate is applied to a copy of Base, and every
+// string of WantErrors must appear in the rejection. An empty WantErrors
+// means the object is valid.
+type Row struct {
+	// Desc names the case.
+	Desc string
+	// Mutate changes the base object.
+	Mutate func(t *sluicev1.ReplicaTier)
+	// WantErrors are substrings the error must contain; none means valid.
+	WantErrors []string
+}
+
+// Base is a valid two-member Capacity tier.
+func Base() *sluicev1.ReplicaTier {
+	return &sluicev1.ReplicaTier{
+		ObjectMeta: metav1.ObjectMeta{Name: "llama", Namespace: "default"},
+		Spec: sluicev1.ReplicaTierSpec{
+			NodeName:    "gpu-node-1",
+			Aliases:     []string{"llama-70b", "chat"},
+			ServedModel: "meta-llama/Llama-3.1-70B-Instruct",
+			Strategy:    sluicev1.StrategyCapacity,
+			Members: []sluicev1.Member{
+				{ID: "gpu0", Endpoint: "http://127.0.0.1:8001", MaxConcurrency: ptr(32),
+					Metrics: &sluicev1.MetricsSpec{Engine: sluicev1.EngineVLLM}},
+				{ID: "gpu1", Endpoint: "http://127.0.0.1:8002", MaxConcurrency: ptr(32)},
+			},
+		},
+	}
+}
+
+func ptr(v int32) *int32 { return &v }
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+func members(n int) []sluicev1.Member {
+	out := make([]sluicev1.Member, n)
+	for i := range out {
+		out[i] = sluicev1.Member{
+			ID:             "m" + string(rune('a'+i%26)) + string(rune('a'+i/26)),
+			Endpoint:       "http://127.0.0.1:" + string(rune('1'+i/10)) + string(rune('0'+i%10)) + "00",
+			MaxConcurrency: ptr(1),
+		}
+	}
+	return out
+}
+
+// Rows returns the validation cases.
+func Rows() []Row {
+	return []Row{
+		// Valid objects.
+		{Desc: "valid capacity tier", Mutate: func(*sluicev1.ReplicaTier) {}},
+		{Desc: "valid direct tier without strategy or ceiling", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Strategy = ""
+			t.Spec.Members = t.Spec.Members[:1]
+			t.Spec.Members[0].MaxConcurrency = nil
+		}},
+		{Desc: "valid round robin tier without ceilings", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Strategy = sluicev1.StrategyRoundRobin
+			t.Spec.Members = append(t.Spec.Members, sluicev1.Member{ID: "gpu2", Endpoint: "http://127.0.0.1:8003"})
+			for i := range t.Spec.Members {
+				t.Spec.Members[i].MaxConcurrency = nil
+			}
+		}},
+		{Desc: "valid replica tier with no strategy and one ceiling", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Strategy = ""
+			t.Spec.Members[1].MaxConcurrency = nil
+		}},
+		{Desc: "valid tier ceiling at its bounds", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.MaxConcurrency = ptr(100000)
+			t.Spec.Members[1].MaxConcurrency = ptr(1)
+		}},
+		{Desc: "valid sixteen members", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members = members(16) }},
+		{Desc: "valid 32-character member id", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].ID = "a" + strings.Repeat("0", 30) + "z"
+		}},
+		{Desc: "valid IPv6 and localhost endpoints", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Endpoint = "http://[::1]:8001"
+			t.Spec.Members[1].Endpoint = "https://localhost:8443/"
+		}},
+		{Desc: "valid metrics engine and path", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[1].Metrics = &sluicev1.MetricsSpec{Engine: sluicev1.EngineSGLang, Path: "/prom/metrics"}
+		}},
+		{Desc: "valid upstream timeouts at their bounds", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Upstream = &sluicev1.UpstreamSpec{ResponseHeaderTimeout: dur(time.Second), IdleTimeout: dur(time.Hour)}
+		}},
+		{Desc: "valid tier and member quiesce", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Quiesce = &sluicev1.QuiesceSpec{Tier: "maintenance", Members: map[string]sluicev1.QuiesceReason{"gpu1": "driver-upgrade"}}
+		}},
+
+		// Field bounds and patterns.
+		{Desc: "empty node name", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.NodeName = "" },
+			WantErrors: []string{"spec.nodeName"}},
+		{Desc: "no aliases", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Aliases = []string{} },
+			WantErrors: []string{"spec.aliases", "at least 1"}},
+		{Desc: "seventeen aliases", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Aliases = nil
+			for i := range 17 {
+				t.Spec.Aliases = append(t.Spec.Aliases, "a"+string(rune('a'+i)))
+			}
+		}, WantErrors: []string{"spec.aliases", "must have at most 16 items"}},
+		{Desc: "duplicate alias", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Aliases = []string{"chat", "chat"} },
+			WantErrors: []string{"spec.aliases[1]", "Duplicate value"}},
+		{Desc: "alias with a space", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Aliases = []string{"bad alias"} },
+			WantErrors: []string{"spec.aliases[0]", "should match"}},
+		{Desc: "empty served model", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.ServedModel = "" },
+			WantErrors: []string{"spec.servedModel"}},
+		{Desc: "unknown strategy", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Strategy = "Fastest" },
+			WantErrors: []string{"spec.strategy", "Unsupported value"}},
+		{Desc: "tier ceiling zero", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.MaxConcurrency = ptr(0) },
+			WantErrors: []string{"spec.maxConcurrency", "greater than or equal to 1"}},
+		{Desc: "tier ceiling above bound", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.MaxConcurrency = ptr(100001) },
+			WantErrors: []string{"spec.maxConcurrency", "less than or equal to 100000"}},
+		{Desc: "no members", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members = []sluicev1.Member{} },
+			WantErrors: []string{"spec.members", "at least 1"}},
+		{Desc: "seventeen members", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members = members(17) },
+			WantErrors: []string{"spec.members", "must have at most 16 items"}},
+		{Desc: "duplicate member id", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[1].ID = "gpu0" },
+			WantErrors: []string{"spec.members[1]", "Duplicate value"}},
+		{Desc: "member id with upper case", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].ID = "GPU0" },
+			WantErrors: []string{"spec.members[0].id", "should match"}},
+		{Desc: "member id ending in a hyphen", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].ID = "gpu-" },
+			WantErrors: []string{"spec.members[0].id", "should match"}},
+		{Desc: "member id of 33 characters", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].ID = "a" + strings.Repeat("0", 31) + "z"
+		}, WantErrors: []string{"spec.members[0].id", "Too long"}},
+		{Desc: "member ceiling zero", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].MaxConcurrency = ptr(0) },
+			WantErrors: []string{"spec.members[0].maxConcurrency", "greater than or equal to 1"}},
+		{Desc: "member ceiling above bound", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[1].MaxConcurrency = ptr(100001) },
+			WantErrors: []string{"spec.members[1].maxConcurrency", "less than or equal to 100000"}},
+		{Desc: "unknown metrics engine", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Metrics.Engine = "triton" },
+			WantErrors: []string{"spec.members[0].metrics.engine", "Unsupported value"}},
+		{Desc: "relative metrics path", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Metrics.Path = "metrics" },
+			WantErrors: []string{"spec.members[0].metrics.path", "should match"}},
+
+		// Endpoint rules.
+		{Desc: "endpoint without scheme", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Endpoint = "127.0.0.1:8001" },
+			WantErrors: []string{"spec.members[0].endpoint", "absolute http or https URL"}},
+		{Desc: "endpoint with ftp scheme", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Endpoint = "ftp://127.0.0.1:8001" },
+			WantErrors: []string{"spec.members[0].endpoint", "absolute http or https URL"}},
+		{Desc: "endpoint with a DNS name", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Endpoint = "http://engine.internal:8001" },
+			WantErrors: []string{"spec.members[0].endpoint", "localhost or an IP literal"}},
+		{Desc: "endpoint with user info", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Endpoint = "http://user:pw@127.0.0.1:8001" },
+			WantErrors: []string{"spec.members[0].endpoint", "user info, a query or a fragment"}},
+		{Desc: "endpoint with a query", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Endpoint = "http://127.0.0.1:8001?x=1" },
+			WantErrors: []string{"spec.members[0].endpoint", "user info, a query or a fragment"}},
+		{Desc: "endpoint with a fragment", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Endpoint = "http://127.0.0.1:8001#f" },
+			WantErrors: []string{"spec.members[0].endpoint", "user info, a query or a fragment"}},
+		{Desc: "endpoint with a path", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Endpoint = "http://127.0.0.1:8001/v1" },
+			WantErrors: []string{"spec.members[0].endpoint", "must not have a path"}},
+
+		// Timeouts.
+		{Desc: "header timeout below a second", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Upstream = &sluicev1.UpstreamSpec{ResponseHeaderTimeout: dur(500 * time.Millisecond)}
+		}, WantErrors: []string{"spec.upstream.responseHeaderTimeout", "between 1s and 1h"}},
+		{Desc: "idle timeout above an hour", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Upstream = &sluicev1.UpstreamSpec{IdleTimeout: dur(2 * time.Hour)}
+		}, WantErrors: []string{"spec.upstream.idleTimeout", "between 1s and 1h"}},
+
+		// Whole-spec rules.
+		{Desc: "strategy on a direct tier", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members = t.Spec.Members[:1]
+		}, WantErrors: []string{"strategy must not be set on a direct tier"}},
+		{Desc: "round robin on a direct tier", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Strategy = sluicev1.StrategyRoundRobin
+			t.Spec.Members = t.Spec.Members[:1]
+		}, WantErrors: []string{"strategy must not be set on a direct tier"}},
+		{Desc: "capacity member without ceiling", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[1].MaxConcurrency = nil },
+			WantErrors: []string{"every member needs maxConcurrency when strategy is Capacity"}},
+		{Desc: "quiesce key that is not a member", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Quiesce = &sluicev1.QuiesceSpec{Members: map[string]sluicev1.QuiesceReason{"gpu9": "maintenance"}}
+		}, WantErrors: []string{"quiesce.members keys must be member ids"}},
+		{Desc: "quiesce member reason with upper case", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Quiesce = &sluicev1.QuiesceSpec{Members: map[string]sluicev1.QuiesceReason{"gpu1": "Maintenance"}}
+		}, WantErrors: []string{"spec.quiesce.members.gpu1", "should match"}},
+		{Desc: "quiesce tier reason with a space", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Quiesce = &sluicev1.QuiesceSpec{Tier: "two words"}
+		}, WantErrors: []string{"spec.quiesce.tier", "should match"}},
+	}
+}

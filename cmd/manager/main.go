@@ -1,0 +1,76 @@
+// Command manager runs the ReplicaTier controller: it validates tiers and
+// writes their admission intent and conditions to status.
+package main
+
+import (
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/controller"
+)
+
+func main() {
+	var (
+		metricsAddr string
+		probeAddr   string
+		leaderElect bool
+		leaseNS     string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect one active manager among replicas")
+	flag.StringVar(&leaseNS, "leader-election-namespace", "", "namespace of the leader election lease; empty means the pod's namespace")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(sluicev1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "manager.sluice.dev",
+		LeaderElectionNamespace: leaseNS,
+	})
+	if err != nil {
+		log.Error(err, "create manager")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	r := &controller.ReplicaTierReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder(controller.FieldManager),
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		log.Error(err, "set up controller")
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "add health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "add ready check")
+		os.Exit(1)
+	}
+	log.Info("starting manager")
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "run manager")
+		os.Exit(1)
+	}
+}

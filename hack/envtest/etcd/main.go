@@ -1,0 +1,13 @@
+// Command etcd is the etcd server built from the pinned go.etcd.io/etcd/server
+// module, the storage half of the envtest control plane.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}

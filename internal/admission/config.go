@@ -1,0 +1,179 @@
+package admission
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluice-dev/sluice/internal/scheduler"
+)
+
+// Bounds of a tier configuration and of quiesce reasons.
+const (
+	// MinMembers is the smallest tier: one member makes a direct tier.
+	MinMembers = 1
+	// MaxMembers is the largest tier, the bound scheduler.Rank accepts and the
+	// ReplicaTier API enforces.
+	MaxMembers = scheduler.MaxMembers
+	// MinConcurrency is the smallest configured ceiling: a ceiling of zero
+	// would admit nothing, so zero means "absent" instead.
+	MinConcurrency = 1
+	// MaxConcurrency is the largest configured ceiling, the bound of the
+	// ReplicaTier API's maxConcurrency fields and of scheduler capacities.
+	MaxConcurrency = scheduler.MaxCapacity
+	// MaxReasonLength is the longest quiesce reason, the bound of the
+	// ReplicaTier reason grammar ^[a-z0-9][a-z0-9-]{0,62}$; reasons appear in
+	// status and metrics, so they stay short and safe.
+	MaxReasonLength = 63
+)
+
+// Strategy is how a tier of two or more members picks a member.
+type Strategy string
+
+// The strategies a Config may name.
+const (
+	// StrategyRoundRobin rotates over the eligible members. It is the
+	// strategy of a multi-member tier whose Config leaves Strategy empty.
+	StrategyRoundRobin Strategy = "RoundRobin"
+	// StrategyCapacity ranks the eligible members with scheduler.Rank by local
+	// load, upstream pressure and rotation. Every member needs a ceiling.
+	StrategyCapacity Strategy = "Capacity"
+)
+
+// MemberConfig is one member of a tier.
+type MemberConfig struct {
+	// ID is the member id; it must match scheduler.ValidMemberID and be
+	// unique within the tier.
+	ID string
+	// MaxConcurrency is the member's ceiling, MinConcurrency..MaxConcurrency.
+	// Zero means the member has no ceiling of its own; StrategyCapacity
+	// requires one for every member.
+	MaxConcurrency int
+}
+
+// Config is the admission configuration of one tier.
+//
+// Rules: 1..MaxMembers members with unique valid ids, in any order; Strategy
+// must be empty for a single member (a direct tier) and empty (meaning
+// StrategyRoundRobin), StrategyRoundRobin or StrategyCapacity otherwise;
+// StrategyCapacity requires every member's MaxConcurrency; every non-zero
+// ceiling is within MinConcurrency..MaxConcurrency.
+//
+// The tier ceiling is MaxConcurrency when set; otherwise the sum of the member
+// ceilings when every member has one; otherwise the tier is unbounded. A
+// direct tier follows the same rule: its tier ceiling if set, else its
+// member's ceiling, else unbounded. Member ceilings are enforced under every
+// strategy.
+type Config struct {
+	// Strategy is the selection strategy; the zero value is described above.
+	Strategy Strategy
+	// MaxConcurrency is the aggregate tier ceiling, never multiplied by the
+	// member count. Zero means absent.
+	MaxConcurrency int
+	// Members are the tier's members.
+	Members []MemberConfig
+}
+
+// plan is a validated Config: members sorted by id, effective strategy and
+// effective tier ceiling. It shares nothing with the caller's Config.
+type plan struct {
+	strategy Strategy // empty for a direct tier.
+	ceiling  int      // 0 = unbounded.
+	members  []MemberConfig
+	ids      []string
+}
+
+// validate checks cfg against the rules of Config and returns its plan.
+func (cfg Config) validate() (plan, error) {
+	n := len(cfg.Members)
+	if n < MinMembers || n > MaxMembers {
+		return plan{}, fmt.Errorf("%w: %d members, want %d..%d", ErrInvalidConfig, n, MinMembers, MaxMembers)
+	}
+	p := plan{strategy: cfg.Strategy, members: slices.Clone(cfg.Members)}
+	switch {
+	case n == 1 && p.strategy != "":
+		return plan{}, fmt.Errorf("%w: a strategy is forbidden on a direct tier", ErrInvalidConfig)
+	case n > 1 && p.strategy == "":
+		p.strategy = StrategyRoundRobin
+	case n > 1 && p.strategy != StrategyRoundRobin && p.strategy != StrategyCapacity:
+		return plan{}, fmt.Errorf("%w: unknown strategy", ErrInvalidConfig)
+	}
+	if !ceilingValid(cfg.MaxConcurrency) {
+		return plan{}, fmt.Errorf("%w: tier maxConcurrency outside %d..%d", ErrInvalidConfig, MinConcurrency, MaxConcurrency)
+	}
+	slices.SortFunc(p.members, func(a, b MemberConfig) int { return strings.Compare(a.ID, b.ID) })
+	sum, bounded := 0, true
+	p.ids = make([]string, n)
+	for i, m := range p.members {
+		switch {
+		case !scheduler.ValidMemberID(m.ID):
+			return plan{}, fmt.Errorf("%w: member %d has an invalid id", ErrInvalidConfig, i)
+		case i > 0 && p.members[i-1].ID == m.ID:
+			return plan{}, fmt.Errorf("%w: duplicate member id %q", ErrInvalidConfig, m.ID)
+		case !ceilingValid(m.MaxConcurrency):
+			return plan{}, fmt.Errorf("%w: member %q maxConcurrency outside %d..%d", ErrInvalidConfig, m.ID, MinConcurrency, MaxConcurrency)
+		case m.MaxConcurrency == 0 && p.strategy == StrategyCapacity:
+			return plan{}, fmt.Errorf("%w: member %q needs maxConcurrency under the Capacity strategy", ErrInvalidConfig, m.ID)
+		}
+		p.ids[i] = m.ID
+		sum += m.MaxConcurrency
+		bounded = bounded && m.MaxConcurrency > 0
+	}
+	switch {
+	case cfg.MaxConcurrency > 0:
+		p.ceiling = cfg.MaxConcurrency
+	case bounded:
+		p.ceiling = sum
+	}
+	return p, nil
+}
+
+// ceilingValid reports whether c is an absent (zero) or in-bounds ceiling.
+func ceilingValid(c int) bool {
+	return c == 0 || (c >= MinConcurrency && c <= MaxConcurrency)
+}
+
+// Scope names what a quiesce, readmit or drain applies to: the whole tier, or
+// one member.
+type Scope struct {
+	// Member is the member id, or empty for the tier.
+	Member string
+}
+
+// TierScope returns the scope of the whole tier.
+func TierScope() Scope { return Scope{} }
+
+// MemberScope returns the scope of the member id.
+func MemberScope(id string) Scope { return Scope{Member: id} }
+
+// IsTier reports whether s names the whole tier.
+func (s Scope) IsTier() bool { return s.Member == "" }
+
+// Intent is the complete quiesce intent of a tier, as the ReplicaTier carries
+// it: the tier's reason and one reason per quiesced member. An empty reason
+// (or an absent member) means admitting.
+type Intent struct {
+	// Tier is the tier's quiesce reason; empty means the tier admits.
+	Tier string
+	// Members maps a quiesced member's id to its reason. Members not in the
+	// map admit.
+	Members map[string]string
+}
+
+// ValidReason reports whether reason matches ^[a-z0-9][a-z0-9-]{0,62}$, the
+// grammar of a quiesce reason.
+func ValidReason(reason string) bool {
+	if len(reason) == 0 || len(reason) > MaxReasonLength {
+		return false
+	}
+	for i := 0; i < len(reason); i++ {
+		c := reason[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

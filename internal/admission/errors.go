@@ -1,0 +1,34 @@
+package admission
+
+import "errors"
+
+// The sentinel errors of the package. Errors that carry detail wrap one of
+// these with %w; check them with errors.Is.
+var (
+	// ErrInvalidConfig is returned by New, Reconfigure and Apply for a
+	// configuration that breaks a rule of Config.
+	ErrInvalidConfig = errors.New("admission: invalid config")
+	// ErrInvalidInput is returned by Acquire when the readiness or pressure
+	// snapshot names a member outside the tier, lacks a readiness entry for a
+	// member, or carries a malformed pressure. Counts and cursor are
+	// unchanged.
+	ErrInvalidInput = errors.New("admission: invalid acquire input")
+	// ErrTierQuiesced is returned by Acquire when the tier is quiesced.
+	ErrTierQuiesced = errors.New("admission: tier quiesced")
+	// ErrTierFull is returned by Acquire when the tier is at its ceiling, or
+	// when every ready, unquiesced member is at its own ceiling: capacity is
+	// exhausted.
+	ErrTierFull = errors.New("admission: capacity exhausted")
+	// ErrNoEligibleMember is returned by Acquire when no member is both ready
+	// and unquiesced.
+	ErrNoEligibleMember = errors.New("admission: no eligible member")
+	// ErrUnknownMember is returned when a scope or intent names a member that
+	// is not in the tier.
+	ErrUnknownMember = errors.New("admission: unknown member")
+	// ErrInvalidReason is returned when a quiesce reason does not match
+	// ^[a-z0-9][a-z0-9-]{0,62}$.
+	ErrInvalidReason = errors.New("admission: invalid quiesce reason")
+	// ErrNotQuiesced is returned by Drain when its scope is not quiesced, or
+	// is readmitted while Drain waits.
+	ErrNotQuiesced = errors.New("admission: scope not quiesced")
+)

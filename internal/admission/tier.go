@@ -1,0 +1,283 @@
+package admission
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-dev/sluice/internal/scheduler"
+)
+
+// maxAcquireAttempts bounds how often Acquire revalidates its inputs when a
+// membership change lands between validation and the lock. Membership changes
+// come from configuration, at human pace, so a second attempt nearly always
+// succeeds; the bound only guarantees Acquire returns.
+const maxAcquireAttempts = 4
+
+// Tier is the admission owner of one tier. It holds the only lock, the only
+// rotating cursor and the only reservation counts of the tier. Create one with
+// New; the zero value is not usable. All methods are safe for concurrent use.
+type Tier struct {
+	// view is the membership Acquire validates its inputs against before it
+	// takes mu. It is replaced, never modified, and only while holding mu.
+	view atomic.Pointer[membership]
+
+	mu      sync.Mutex
+	members []*member     // current members, sorted by id, parallel to view.ids.
+	retired []*member     // removed members still holding leases, sorted by id.
+	ceiling int           // 0 = unbounded.
+	active  int           // Σ active over members and retired.
+	cursor  int           // 0..len(members)-1.
+	reason  string        // tier quiesce reason; empty = admitting.
+	wake    chan struct{} // closed to wake Drain waiters; nil when none wait.
+}
+
+// membership is the immutable part of a configuration that input validation
+// depends on.
+type membership struct {
+	strategy Strategy // empty for a direct tier.
+	ids      []string // sorted by id.
+}
+
+// member is the admission state of one member. A Lease points at it, so a
+// member removed by Reconfigure still receives its leases' releases.
+type member struct {
+	id      string // immutable.
+	ceiling int    // 0 = unbounded.
+	active  int
+	reason  string // member quiesce reason; empty = admitting.
+	retired bool   // removed from the configuration.
+}
+
+// New returns the admission owner for cfg with every member and the tier
+// admitting and no reservations. It returns an error wrapping
+// ErrInvalidConfig when cfg breaks a rule of Config.
+func New(cfg Config) (*Tier, error) {
+	p, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	t := &Tier{members: make([]*member, len(p.members)), ceiling: p.ceiling}
+	for i, m := range p.members {
+		t.members[i] = &member{id: m.ID, ceiling: m.MaxConcurrency}
+	}
+	t.view.Store(&membership{strategy: p.strategy, ids: p.ids})
+	return t, nil
+}
+
+// Inputs are the completed snapshots one Acquire decides on. Acquire reads
+// them before taking the tier lock and keeps no reference to them.
+type Inputs struct {
+	// Ready has one entry for every member of the tier, true when the member
+	// passed its readiness probe. A missing entry or an entry for a member
+	// outside the tier refuses the acquire.
+	Ready map[string]bool
+	// Pressure is the members' upstream pressure, used only by the Capacity
+	// strategy and ignored otherwise. A member without an entry has
+	// scheduler.UnknownPressure; an entry for a member outside the tier or a
+	// pressure failing Validate refuses the acquire.
+	Pressure map[string]scheduler.Pressure
+}
+
+// Acquire admits one request: it selects a member and reserves the member and
+// the tier together, returning the Lease that holds the reservation.
+//
+// The inputs are validated and copied first; an error wrapping
+// ErrInvalidInput leaves counts and cursor unchanged. Then, under the lock,
+// Acquire refuses with ErrTierQuiesced when the tier is quiesced, ErrTierFull
+// when the tier is at its ceiling or every ready, unquiesced member is at its
+// own ceiling, and ErrNoEligibleMember when no member is ready and
+// unquiesced. Otherwise the Capacity strategy selects with scheduler.Rank and
+// RoundRobin and direct tiers take the first eligible member at or after the
+// cursor; the cursor then moves to the member after the winner. Acquire never
+// waits for capacity.
+func (t *Tier) Acquire(in Inputs) (*Lease, error) {
+	var ready [MaxMembers]bool
+	var pressure [MaxMembers]scheduler.Pressure
+	for attempt := 1; ; attempt++ {
+		v := t.view.Load()
+		if err := v.copyInputs(in, &ready, &pressure); err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		if t.view.Load() == v {
+			lease, err := t.admitLocked(v, &ready, &pressure)
+			t.mu.Unlock()
+			return lease, err
+		}
+		t.mu.Unlock()
+		if attempt == maxAcquireAttempts {
+			return nil, fmt.Errorf("%w: membership changed while validating", ErrInvalidInput)
+		}
+	}
+}
+
+// copyInputs validates in against the membership and copies it into arrays
+// indexed like v.ids.
+func (v *membership) copyInputs(in Inputs, ready *[MaxMembers]bool, pressure *[MaxMembers]scheduler.Pressure) error {
+	for i, id := range v.ids {
+		r, ok := in.Ready[id]
+		if !ok {
+			return fmt.Errorf("%w: no readiness for member %q", ErrInvalidInput, id)
+		}
+		ready[i] = r
+	}
+	if len(in.Ready) != len(v.ids) {
+		return fmt.Errorf("%w: readiness names a member outside the tier", ErrInvalidInput)
+	}
+	if v.strategy != StrategyCapacity {
+		return nil
+	}
+	found := 0
+	for i, id := range v.ids {
+		p, ok := in.Pressure[id]
+		if !ok {
+			pressure[i] = scheduler.UnknownPressure()
+			continue
+		}
+		if p.Validate() != nil {
+			return fmt.Errorf("%w: malformed pressure for member %q", ErrInvalidInput, id)
+		}
+		pressure[i] = p
+		found++
+	}
+	if found != len(in.Pressure) {
+		return fmt.Errorf("%w: pressure names a member outside the tier", ErrInvalidInput)
+	}
+	return nil
+}
+
+// admitLocked selects and reserves a member from copied inputs. t.mu is held
+// and v is the current membership.
+func (t *Tier) admitLocked(v *membership, ready *[MaxMembers]bool, pressure *[MaxMembers]scheduler.Pressure) (*Lease, error) {
+	if t.reason != "" {
+		return nil, ErrTierQuiesced
+	}
+	if t.ceiling > 0 && t.active >= t.ceiling {
+		return nil, ErrTierFull
+	}
+	if v.strategy == StrategyCapacity {
+		return t.rankLocked(v, ready, pressure)
+	}
+	n := len(t.members)
+	open := false
+	for k := range n {
+		i := (t.cursor + k) % n
+		m := t.members[i]
+		if !ready[i] || m.reason != "" {
+			continue
+		}
+		open = true
+		if m.ceiling > 0 && m.active >= m.ceiling {
+			continue
+		}
+		l := &Lease{tier: t, member: m}
+		t.reserveLocked(i)
+		return l, nil
+	}
+	return nil, refusal(open)
+}
+
+// rankLocked selects with scheduler.Rank. t.mu is held.
+func (t *Tier) rankLocked(v *membership, ready *[MaxMembers]bool, pressure *[MaxMembers]scheduler.Pressure) (*Lease, error) {
+	var candidates [MaxMembers]scheduler.Candidate
+	open := false
+	for i, m := range t.members {
+		eligible := ready[i] && m.reason == ""
+		open = open || eligible
+		candidates[i] = scheduler.Candidate{
+			MemberID: m.id,
+			Eligible: eligible,
+			Active:   m.active,
+			Capacity: m.ceiling,
+			Pressure: pressure[i],
+		}
+	}
+	d, err := scheduler.Rank(v.ids, t.cursor, candidates[:len(t.members)])
+	if err != nil {
+		// Unreachable: the configuration and the copied inputs were validated.
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	if d.Reason != scheduler.ReasonSelected {
+		return nil, refusal(open)
+	}
+	i, _ := slices.BinarySearch(v.ids, d.SelectedMemberID)
+	l := &Lease{tier: t, member: t.members[i], decision: d, capacity: true}
+	t.reserveLocked(i)
+	return l, nil
+}
+
+// refusal is the error for an acquire that found no member with room: full
+// when some member was ready and unquiesced, no eligible member otherwise.
+func refusal(open bool) error {
+	if open {
+		return ErrTierFull
+	}
+	return ErrNoEligibleMember
+}
+
+// reserveLocked counts one reservation on member i and the tier and moves the
+// cursor past the winner. t.mu is held.
+func (t *Tier) reserveLocked(i int) {
+	t.members[i].active++
+	t.active++
+	t.cursor = (i + 1) % len(t.members)
+}
+
+// releaseLocked returns one reservation of m. t.mu is held.
+func (t *Tier) releaseLocked(m *member) {
+	m.active--
+	t.active--
+	if m.retired && m.active == 0 {
+		t.retired = slices.DeleteFunc(t.retired, func(r *member) bool { return r == m })
+	}
+	t.wakeLocked()
+}
+
+// wakeLocked wakes every Drain waiting on the tier so it re-evaluates its
+// scope. t.mu is held.
+func (t *Tier) wakeLocked() {
+	if t.wake != nil {
+		close(t.wake)
+		t.wake = nil
+	}
+}
+
+// Lease is one admitted request's reservation of a member and of its tier. It
+// is safe for concurrent use.
+type Lease struct {
+	tier     *Tier
+	member   *member
+	decision scheduler.Decision // meaningful when capacity is true.
+	capacity bool
+	released atomic.Bool
+}
+
+// Member returns the id of the reserved member.
+func (l *Lease) Member() string { return l.member.id }
+
+// Selection returns a copy of the scheduler decision that selected the member
+// under the Capacity strategy, and nil for RoundRobin and direct tiers. The
+// copy shares nothing with the lease, so the caller may keep or change it.
+func (l *Lease) Selection() *scheduler.Decision {
+	if !l.capacity {
+		return nil
+	}
+	d := l.decision.Clone()
+	return &d
+}
+
+// Release returns the reservation to the member and the tier and wakes any
+// Drain waiting on them. Only the first call has an effect, however many
+// goroutines call it. A member removed by Reconfigure still receives the
+// release.
+func (l *Lease) Release() {
+	if !l.released.CompareAndSwap(false, true) {
+		return
+	}
+	t := l.tier
+	t.mu.Lock()
+	t.releaseLocked(l.member)
+	t.mu.Unlock()
+}

@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// maxConditionMessage bounds a condition message: enough for the first few
+// validation errors, far below the API's 32 KiB limit.
+const maxConditionMessage = 1024
+
+// managerStatus is the part of a ReplicaTier's status the manager owns. The
+// router owns status.members and status.router; the manager only reads them.
+type managerStatus struct {
+	observedGeneration int64
+	memberCount        int32
+	conditions         []metav1.Condition
+	admission          *sluicev1.AdmissionStatus
+}
+
+// desiredStatus computes the manager-owned status of tier from its spec, the
+// other tiers on its node (for alias conflicts) and the router-owned status.
+// It is pure: now stamps only conditions whose status changes.
+func desiredStatus(tier *sluicev1.ReplicaTier, peers []sluicev1.ReplicaTier, now metav1.Time) managerStatus {
+	gen := tier.Generation
+	out := managerStatus{
+		observedGeneration: gen,
+		memberCount:        tier.Status.MemberCount,
+		conditions:         slices.Clone(tier.Status.Conditions),
+		admission:          tier.Status.Admission.DeepCopy(),
+	}
+	set := func(t sluicev1.ConditionType, ok bool, reason sluicev1.ConditionReason, msg string) {
+		status := metav1.ConditionFalse
+		if ok {
+			status = metav1.ConditionTrue
+		}
+		c := metav1.Condition{
+			Type: string(t), Status: status, Reason: string(reason),
+			Message: truncate(msg, maxConditionMessage), ObservedGeneration: gen, LastTransitionTime: now,
+		}
+		meta.SetStatusCondition(&out.conditions, c)
+	}
+
+	accepted := true
+	if errs := sluicev1.Validate(tier); len(errs) > 0 {
+		// An invalid spec keeps the last valid admission intent and count.
+		accepted = false
+		set(sluicev1.ConditionAccepted, false, sluicev1.ReasonInvalidSpec, errs.ToAggregate().Error())
+	} else {
+		out.memberCount = int32(len(tier.Spec.Members)) //nolint:gosec // at most MaxMembers, validated above.
+		out.admission = admissionFor(&tier.Spec)
+		if lost := sluicev1.LostAliases(tier, peers, sluicev1.ByCreation); len(lost) > 0 {
+			accepted = false
+			parts := make([]string, len(lost))
+			for i, l := range lost {
+				parts[i] = fmt.Sprintf("alias %q is held by %s", l.Alias, l.Holder)
+			}
+			set(sluicev1.ConditionAccepted, false, sluicev1.ReasonAliasConflict, strings.Join(parts, "; "))
+		} else {
+			set(sluicev1.ConditionAccepted, true, sluicev1.ReasonAccepted, "spec is valid and holds its aliases")
+		}
+	}
+
+	router := tier.Status.Router
+	switch {
+	case !accepted:
+		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonNotAccepted, "the tier is not accepted")
+	case router == nil:
+		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonNoRouter, "no router has reported on this tier")
+	case router.AppliedGeneration == gen:
+		set(sluicev1.ConditionProgrammed, true, sluicev1.ReasonApplied,
+			fmt.Sprintf("router on %s applies generation %d", router.Node, gen))
+	default:
+		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonPending,
+			fmt.Sprintf("router on %s applies generation %d of %d", router.Node, router.AppliedGeneration, gen))
+	}
+
+	admitting := admittingMembers(tier)
+	switch {
+	case !accepted:
+		set(sluicev1.ConditionReady, false, sluicev1.ReasonNotAccepted, "the tier is not accepted")
+	case router == nil:
+		set(sluicev1.ConditionReady, false, sluicev1.ReasonNoRouter, "no router has reported on this tier")
+	case admitting == 0:
+		set(sluicev1.ConditionReady, false, sluicev1.ReasonNoMemberAdmitting, "no member is both ready and admitting")
+	default:
+		set(sluicev1.ConditionReady, true, sluicev1.ReasonMembersAdmitting,
+			fmt.Sprintf("%d of %d members ready and admitting", admitting, len(tier.Spec.Members)))
+	}
+	return out
+}
+
+// admissionFor turns valid quiesce intent into the admission status: the
+// tier intent and exactly the quiesced members, sorted by id.
+func admissionFor(spec *sluicev1.ReplicaTierSpec) *sluicev1.AdmissionStatus {
+	a := &sluicev1.AdmissionStatus{}
+	if q := spec.Quiesce; q != nil {
+		a.Tier = sluicev1.TierAdmission{Quiesced: q.Tier != "", Reason: q.Tier}
+		for id, reason := range q.Members {
+			a.Members = append(a.Members, sluicev1.MemberAdmission{ID: id, Quiesced: true, Reason: string(reason)})
+		}
+		slices.SortFunc(a.Members, func(x, y sluicev1.MemberAdmission) int { return cmp.Compare(x.ID, y.ID) })
+	}
+	return a
+}
+
+// admittingMembers counts the members of the current spec that the router
+// reports ready and admitting.
+func admittingMembers(tier *sluicev1.ReplicaTier) int {
+	n := 0
+	for _, m := range tier.Status.Members {
+		if m.Ready && m.Phase == sluicev1.MemberAdmitting && memberInSpec(&tier.Spec, m.ID) {
+			n++
+		}
+	}
+	return n
+}
+
+func memberInSpec(spec *sluicev1.ReplicaTierSpec, id string) bool {
+	return slices.ContainsFunc(spec.Members, func(m sluicev1.Member) bool { return m.ID == id })
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,196 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1alpha1/validationtable"
+)
+
+var (
+	t0 = metav1.Unix(1000, 0)
+	t1 = metav1.Unix(2000, 0)
+)
+
+func cond(s managerStatus, ct sluicev1.ConditionType) metav1.Condition {
+	c := meta.FindStatusCondition(s.conditions, string(ct))
+	if c == nil {
+		return metav1.Condition{}
+	}
+	return *c
+}
+
+func TestDesiredStatusAcceptsValidSpecAndCopiesIntent(t *testing.T) {
+	tier := validationtable.Base()
+	tier.Generation = 3
+	tier.Spec.Quiesce = &sluicev1.QuiesceSpec{Tier: "maint", Members: map[string]sluicev1.QuiesceReason{"gpu1": "a", "gpu0": "b"}}
+	got := desiredStatus(tier, nil, t0)
+
+	if got.observedGeneration != 3 || got.memberCount != 2 {
+		t.Fatalf("observedGeneration/memberCount = %d/%d", got.observedGeneration, got.memberCount)
+	}
+	want := &sluicev1.AdmissionStatus{
+		Tier: sluicev1.TierAdmission{Quiesced: true, Reason: "maint"},
+		Members: []sluicev1.MemberAdmission{
+			{ID: "gpu0", Quiesced: true, Reason: "b"},
+			{ID: "gpu1", Quiesced: true, Reason: "a"},
+		},
+	}
+	if !equalAdmission(got.admission, want) {
+		t.Fatalf("admission = %+v, want %+v", got.admission, want)
+	}
+	if c := cond(got, sluicev1.ConditionAccepted); c.Status != metav1.ConditionTrue || c.ObservedGeneration != 3 {
+		t.Errorf("Accepted = %+v", c)
+	}
+	if c := cond(got, sluicev1.ConditionProgrammed); c.Reason != string(sluicev1.ReasonNoRouter) {
+		t.Errorf("Programmed = %+v", c)
+	}
+	if c := cond(got, sluicev1.ConditionReady); c.Reason != string(sluicev1.ReasonNoRouter) {
+		t.Errorf("Ready = %+v", c)
+	}
+}
+
+func TestDesiredStatusInvalidSpecKeepsLastValidIntent(t *testing.T) {
+	tier := validationtable.Base()
+	tier.Generation = 5
+	last := &sluicev1.AdmissionStatus{Members: []sluicev1.MemberAdmission{{ID: "gpu1", Quiesced: true, Reason: "old"}}}
+	tier.Status.Admission = last.DeepCopy()
+	tier.Status.MemberCount = 2
+	// An object stored before a rule existed: the API server would reject it now.
+	tier.Spec.Members[1].ID = "BAD"
+	tier.Spec.Quiesce = &sluicev1.QuiesceSpec{Tier: "new"}
+
+	got := desiredStatus(tier, nil, t0)
+	if !equalAdmission(got.admission, last) {
+		t.Fatalf("admission = %+v, want the last valid %+v", got.admission, last)
+	}
+	if got.memberCount != 2 {
+		t.Errorf("memberCount = %d, want the last valid 2", got.memberCount)
+	}
+	c := cond(got, sluicev1.ConditionAccepted)
+	if c.Status != metav1.ConditionFalse || c.Reason != string(sluicev1.ReasonInvalidSpec) || c.ObservedGeneration != 5 {
+		t.Fatalf("Accepted = %+v", c)
+	}
+	if want := "spec.members[1].id"; !contains(c.Message, want) {
+		t.Errorf("message %q does not name %q", c.Message, want)
+	}
+	for _, ct := range []sluicev1.ConditionType{sluicev1.ConditionProgrammed, sluicev1.ConditionReady} {
+		if c := cond(got, ct); c.Status != metav1.ConditionFalse || c.Reason != string(sluicev1.ReasonNotAccepted) {
+			t.Errorf("%s = %+v", ct, c)
+		}
+	}
+}
+
+func TestDesiredStatusProgrammedAndReadyFollowRouter(t *testing.T) {
+	for _, tc := range []struct {
+		desc                    string
+		router                  *sluicev1.RouterStatus
+		members                 []sluicev1.MemberStatus
+		programmed, ready       metav1.ConditionStatus
+		programmedWhy, readyWhy sluicev1.ConditionReason
+	}{
+		{"no router", nil, nil, metav1.ConditionFalse, metav1.ConditionFalse, sluicev1.ReasonNoRouter, sluicev1.ReasonNoRouter},
+		{"old generation", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 1},
+			[]sluicev1.MemberStatus{{ID: "gpu0", Ready: true, Phase: sluicev1.MemberAdmitting}},
+			metav1.ConditionFalse, metav1.ConditionTrue, sluicev1.ReasonPending, sluicev1.ReasonMembersAdmitting},
+		{"applied, one admitting", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 2},
+			[]sluicev1.MemberStatus{{ID: "gpu0", Ready: true, Phase: sluicev1.MemberAdmitting}, {ID: "gpu1", Phase: sluicev1.MemberAdmitting}},
+			metav1.ConditionTrue, metav1.ConditionTrue, sluicev1.ReasonApplied, sluicev1.ReasonMembersAdmitting},
+		{"ready members all drained", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 2},
+			[]sluicev1.MemberStatus{{ID: "gpu0", Ready: true, Phase: sluicev1.MemberDrained}, {ID: "gpu1", Ready: true, Phase: sluicev1.MemberDraining}},
+			metav1.ConditionTrue, metav1.ConditionFalse, sluicev1.ReasonApplied, sluicev1.ReasonNoMemberAdmitting},
+		{"admitting member no longer in spec", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 2},
+			[]sluicev1.MemberStatus{{ID: "gone", Ready: true, Phase: sluicev1.MemberAdmitting}},
+			metav1.ConditionTrue, metav1.ConditionFalse, sluicev1.ReasonApplied, sluicev1.ReasonNoMemberAdmitting},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			tier := validationtable.Base()
+			tier.Generation = 2
+			tier.Status.Router = tc.router
+			tier.Status.Members = tc.members
+			got := desiredStatus(tier, nil, t0)
+			if c := cond(got, sluicev1.ConditionProgrammed); c.Status != tc.programmed || c.Reason != string(tc.programmedWhy) {
+				t.Errorf("Programmed = %s/%s, want %s/%s", c.Status, c.Reason, tc.programmed, tc.programmedWhy)
+			}
+			if c := cond(got, sluicev1.ConditionReady); c.Status != tc.ready || c.Reason != string(tc.readyWhy) {
+				t.Errorf("Ready = %s/%s, want %s/%s", c.Status, c.Reason, tc.ready, tc.readyWhy)
+			}
+		})
+	}
+}
+
+func TestDesiredStatusIsStableAndStampsOnlyTransitions(t *testing.T) {
+	tier := validationtable.Base()
+	tier.Generation = 1
+	first := desiredStatus(tier, nil, t0)
+	tier.Status.ObservedGeneration = first.observedGeneration
+	tier.Status.MemberCount = first.memberCount
+	tier.Status.Conditions = first.conditions
+	tier.Status.Admission = first.admission
+
+	again := desiredStatus(tier, nil, t1)
+	if !managerStatusEqual(&tier.Status, again) {
+		t.Fatal("an unchanged tier produced a different status")
+	}
+
+	tier.Status.Router = &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 1}
+	moved := desiredStatus(tier, nil, t1)
+	if c := cond(moved, sluicev1.ConditionProgrammed); !c.LastTransitionTime.Equal(&t1) {
+		t.Errorf("Programmed transition at %v, want %v", c.LastTransitionTime, t1)
+	}
+	if c := cond(moved, sluicev1.ConditionAccepted); !c.LastTransitionTime.Equal(&t0) {
+		t.Errorf("Accepted transition moved to %v", c.LastTransitionTime)
+	}
+}
+
+func TestDesiredStatusAliasConflict(t *testing.T) {
+	older := *validationtable.Base()
+	older.Namespace, older.Name, older.UID = "a", "older", "u1"
+	older.CreationTimestamp = t0
+	tier := validationtable.Base()
+	tier.Namespace, tier.Name, tier.UID = "b", "newer", "u2"
+	tier.CreationTimestamp = t1
+	tier.Spec.Aliases = []string{"solo", "chat"}
+	got := desiredStatus(tier, []sluicev1.ReplicaTier{older, *tier}, t1)
+	c := cond(got, sluicev1.ConditionAccepted)
+	if c.Reason != string(sluicev1.ReasonAliasConflict) || c.Message != `alias "chat" is held by a/older` {
+		t.Fatalf("Accepted = %+v", c)
+	}
+	if got.admission == nil {
+		t.Error("a valid spec in conflict still carries its admission intent")
+	}
+}
+
+func TestTruncateBoundsMessages(t *testing.T) {
+	long := make([]byte, 5000)
+	for i := range long {
+		long[i] = 'x'
+	}
+	if got := truncate(string(long), maxConditionMessage); len(got) != maxConditionMessage {
+		t.Fatalf("len = %d", len(got))
+	}
+	if got := truncate("short", maxConditionMessage); got != "short" {
+		t.Fatalf("truncate changed a short message: %q", got)
+	}
+}
+
+func equalAdmission(a, b *sluicev1.AdmissionStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Tier != b.Tier || len(a.Members) != len(b.Members) {
+		return false
+	}
+	for i := range a.Members {
+		if a.Members[i] != b.Members[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

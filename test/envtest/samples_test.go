@@ -1,0 +1,42 @@
+package envtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+var _ = Describe("config/samples", func() {
+	It("apply cleanly and are accepted", func(ctx context.Context) {
+		files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var tiers []*sluicev1.ReplicaTier
+		for _, f := range files {
+			if filepath.Base(f) == "kustomization.yaml" {
+				continue
+			}
+			raw, err := os.ReadFile(f) //nolint:gosec // test reads the repository's own samples.
+			Expect(err).NotTo(HaveOccurred())
+			t := &sluicev1.ReplicaTier{}
+			Expect(yaml.UnmarshalStrict(raw, t)).To(Succeed(), f)
+			Expect(sluicev1.Validate(t)).To(BeEmpty(), f)
+			t.Namespace = newNamespace(ctx)
+			Expect(k8sClient.Create(ctx, t)).To(Succeed(), f)
+			tiers = append(tiers, t)
+		}
+		Expect(tiers).To(HaveLen(3))
+		strategies := map[sluicev1.Strategy]int{}
+		for _, t := range tiers {
+			strategies[t.Spec.EffectiveStrategy()]++
+			Eventually(condition(ctx, t, sluicev1.ConditionAccepted)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonAccepted, 1)))
+		}
+		Expect(strategies).To(Equal(map[sluicev1.Strategy]int{sluicev1.StrategyCapacity: 1, sluicev1.StrategyRoundRobin: 1, "": 1}))
+	})
+})
