@@ -1,0 +1,157 @@
+package readiness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+const (
+	// ProbeTimeout bounds one models request, and is the elapsed time (by
+	// the Cache's clock) after which a probe counts as not ready even if it
+	// succeeded: SPEC §9 fixes it at one second.
+	ProbeTimeout = time.Second
+
+	// MaxBodyBytes bounds a models body. A model list is a few hundred bytes
+	// per model; 1 MiB is generous for any engine while keeping a misbehaving
+	// endpoint from costing the router memory. One byte more is read to tell
+	// "exactly 1 MiB" from "larger".
+	MaxBodyBytes = 1 << 20
+
+	// ModelsPath is the OpenAI model list path, appended to the member
+	// endpoint.
+	ModelsPath = "/v1/models"
+)
+
+// Target is everything a Prober needs to qualify one member.
+type Target struct {
+	// ModelsURL is the absolute URL of the member's model list.
+	ModelsURL string
+	// ServedModel is the model id the member must list exactly.
+	ServedModel string
+}
+
+// Prober qualifies one member: a nil error means the member serves the
+// target's model. Probe must honour ctx, which the Cache cancels when it
+// stops or the member is removed; the Cache additionally counts any probe
+// longer than ProbeTimeout by its clock as not ready.
+type Prober interface {
+	// Probe checks that the member lists the served model.
+	Probe(ctx context.Context, target Target) error
+}
+
+// HTTPProber is the Prober that GETs the model list over HTTP with
+// ProbeTimeout, reads at most MaxBodyBytes+1 bytes and follows no redirects.
+type HTTPProber struct {
+	// Client sends the requests. Its zero value (nil) uses a client with
+	// ProbeTimeout, no proxy and no redirects; a caller-supplied client's own
+	// timeout and redirect policy apply in addition to ProbeTimeout.
+	Client *http.Client
+}
+
+// defaultClient is shared by every HTTPProber without a Client so that
+// connections to a member are reused across probes.
+var defaultClient = &http.Client{
+	Timeout: ProbeTimeout,
+	Transport: &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: ProbeTimeout}).DialContext,
+		MaxIdleConnsPerHost:   1,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: ProbeTimeout,
+	},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// modelList is the OpenAI list shape. Pointers tell an absent field from an
+// empty one.
+type modelList struct {
+	Object *string `json:"object"`
+	Data   *[]struct {
+		ID string `json:"id"`
+	} `json:"data"`
+}
+
+// Probe implements Prober. Its errors never contain the URL, the address or
+// the body.
+func (p HTTPProber) Probe(ctx context.Context, target Target) error {
+	client := p.Client
+	if client == nil {
+		client = defaultClient
+	}
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.ModelsURL, nil)
+	if err != nil {
+		return ErrInvalidEndpoint
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return transportError(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%w: %d", ErrHTTPStatus, resp.StatusCode)
+	}
+	if resp.ContentLength > MaxBodyBytes {
+		return ErrBodyTooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return transportError(err)
+	}
+	if len(body) > MaxBodyBytes {
+		return ErrBodyTooLarge
+	}
+	return CheckModelList(body, target.ServedModel)
+}
+
+// CheckModelList reports whether body is an OpenAI model list
+// ({"object":"list","data":[{"id":...}, ...]}) containing an entry whose id
+// equals servedModel exactly (byte for byte: no prefix, case or whitespace
+// folding). It returns nil, ErrMalformedResponse or ErrModelNotServed.
+func CheckModelList(body []byte, servedModel string) error {
+	var l modelList
+	if err := json.Unmarshal(body, &l); err != nil {
+		return ErrMalformedResponse
+	}
+	if l.Object == nil || *l.Object != "list" || l.Data == nil {
+		return ErrMalformedResponse
+	}
+	for _, m := range *l.Data {
+		if servedModel != "" && m.ID == servedModel {
+			return nil
+		}
+	}
+	return ErrModelNotServed
+}
+
+// transportError maps a client or body-read error to ErrTimeout or
+// ErrTransport, dropping the original message, which names the address.
+func transportError(err error) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return ErrTimeout
+	}
+	return ErrTransport
+}
+
+// ModelsURL returns the model list URL of a member endpoint: the endpoint
+// with ModelsPath appended. The endpoint must be an absolute http or https
+// URL with a host and without userinfo, query or fragment; otherwise the
+// error is ErrInvalidEndpoint.
+func ModelsURL(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", ErrInvalidEndpoint
+	}
+	return u.JoinPath(ModelsPath).String(), nil
+}
