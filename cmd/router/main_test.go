@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// failSafe bounds every wait on an event; it is a deadline for a broken
+// test, never the way a test waits.
+const failSafe = 20 * time.Second
+
+func TestParseFlags(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{args: []string{"--tiers-dir", "d", "--node-name", "n"}},
+		{args: []string{"--node-name", "n"}, wantErr: "--tiers-dir is required"},
+		{args: []string{"--tiers-dir", "d"}, wantErr: "--node-name"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "0"}, wantErr: "--max-body-bytes"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--decision-log-size", "-1"}, wantErr: "--decision-log-size"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--shutdown-timeout", "0s"}, wantErr: "--shutdown-timeout"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--tiers-poll-interval", "1ms"}, wantErr: "--tiers-poll-interval"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "extra"}, wantErr: "unexpected arguments"},
+		{args: []string{"--bogus"}, wantErr: "flag provided but not defined"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--log-level", "LOUD"}, wantErr: "log-level"},
+	} {
+		var out bytes.Buffer
+		c, err := parseFlags(tt.args, &out)
+		if tt.wantErr == "" {
+			if err != nil || c.listen != ":8080" || c.adminListen != ":9090" || c.maxBodyBytes != 16<<20 || c.decisionLogSize != 4096 {
+				t.Errorf("%v: %+v, %v", tt.args, c, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.wantErr)
+		}
+	}
+	t.Setenv("NODE_NAME", "from-env")
+	if c, err := parseFlags([]string{"--tiers-dir", "d"}, io.Discard); err != nil || c.nodeName != "from-env" {
+		t.Errorf("NODE_NAME: %+v, %v", c, err)
+	}
+	if _, err := parseFlags([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}
+
+// engine is a fake engine serving its model list and holding streams until
+// finish is closed. probed is signalled (without blocking) on every
+// readiness probe: once one arrived, the member's prober runs and ProbeNow
+// works.
+func engine(t *testing.T, finish, arrived, probed chan struct{}) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
+			select {
+			case probed <- struct{}{}:
+			default:
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		w.(http.Flusher).Flush()
+		arrived <- struct{}{}
+		select {
+		case <-finish:
+			_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startRouter runs the command on loopback ports and returns what it
+// started, the channel run's result arrives on and the cancel standing in
+// for SIGTERM.
+func startRouter(t *testing.T, endpoint string, extra ...string) (startedRouter, chan error, context.CancelFunc, *syncBuffer) {
+	t.Helper()
+	dir := t.TempDir()
+	manifest := fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
+kind: ReplicaTier
+metadata: {name: llama, namespace: ns}
+spec:
+  nodeName: node-a
+  aliases: [llama]
+  servedModel: served/model
+  members:
+  - {id: gpu0, endpoint: %q, maxConcurrency: 4}
+`, endpoint)
+	if err := os.WriteFile(filepath.Join(dir, "tiers.yaml"), []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", "127.0.0.1:0",
+		"--admin-listen", "127.0.0.1:0", "--api-keys-file", keys}, extra...)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan startedRouter, 1)
+	result := make(chan error, 1)
+	logs := &syncBuffer{}
+	go func() { result <- run(ctx, args, logs, func(s startedRouter) { started <- s }) }()
+	select {
+	case s := <-started:
+		return s, result, cancel, logs
+	case err := <-result:
+		t.Fatalf("run returned %v before starting; logs: %s", err, logs)
+	case <-time.After(failSafe):
+		t.Fatal("the router did not start")
+	}
+	return startedRouter{}, nil, cancel, logs
+}
+
+// waitReady waits until the member's prober runs, then forces a probe and
+// waits for its published result.
+func waitReady(t *testing.T, s startedRouter, probed chan struct{}) {
+	t.Helper()
+	select {
+	case <-probed:
+	case <-time.After(failSafe):
+		t.Fatal("no readiness probe reached the engine")
+	}
+	ctx, stop := context.WithTimeout(context.Background(), failSafe)
+	defer stop()
+	if ready, err := s.probes.ProbeNow(ctx, "ns/llama", "gpu0"); err != nil || !ready {
+		t.Fatalf("probe: %v %v", ready, err)
+	}
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestRunServesAndDrainsOnShutdown starts the command, proxies a stream
+// through it, then shuts down while the stream is in flight: readiness
+// fails at once, the stream finishes whole, and run returns.
+func TestRunServesAndDrainsOnShutdown(t *testing.T) {
+	finish, arrived, probed := make(chan struct{}), make(chan struct{}, 4), make(chan struct{}, 1)
+	up := engine(t, finish, arrived, probed)
+	s, result, cancel, logs := startRouter(t, up.URL)
+	defer cancel()
+
+	if status := get(t, "http://"+s.admin.String()+"/readyz"); status != http.StatusOK {
+		t.Fatalf("readyz = %d after the first snapshot", status)
+	}
+	waitReady(t, s, probed)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+s.front.String()+"/v1/chat/completions",
+		strings.NewReader(`{"model":"llama","stream":true}`))
+	req.Header.Set("Authorization", "Bearer secret")
+	client := &http.Client{Transport: &http.Transport{}}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Sluice-Member") != "gpu0" {
+		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	<-arrived
+
+	cancel() // SIGTERM.
+	// The admin listener keeps answering while the front door drains, and
+	// reports not ready.
+	<-s.notReady
+	if status := get(t, "http://"+s.admin.String()+"/readyz"); status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz = %d while shutting down, want 503", status)
+	}
+	select {
+	case err := <-result:
+		t.Fatalf("run returned %v with a stream in flight", err)
+	default:
+	}
+	close(finish)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || string(body) != "data: 1\n\ndata: [DONE]\n\n" {
+		t.Fatalf("the in-flight stream was disturbed: %q, %v", body, err)
+	}
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("run = %v", err)
+		}
+	case <-time.After(failSafe):
+		t.Fatal("run did not return after the last stream")
+	}
+	for _, secret := range []string{"secret", up.URL} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the logs contain %q", secret)
+		}
+	}
+}
+
+// TestRunShutdownTimeout proves a stream that outlives --shutdown-timeout is
+// closed and run returns.
+func TestRunShutdownTimeout(t *testing.T) {
+	finish, arrived, probed := make(chan struct{}), make(chan struct{}, 4), make(chan struct{}, 1)
+	defer close(finish)
+	up := engine(t, finish, arrived, probed)
+	s, result, cancel, _ := startRouter(t, up.URL, "--shutdown-timeout", "100ms")
+	defer cancel()
+	waitReady(t, s, probed)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+s.front.String()+"/v1/chat/completions",
+		strings.NewReader(`{"model":"llama"}`))
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	<-arrived
+	cancel()
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("run = %v", err)
+		}
+	case <-time.After(failSafe):
+		t.Fatal("run did not return after the shutdown timeout")
+	}
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("the stream ended cleanly; want it closed by the shutdown")
+	}
+}
+
+func TestRunFailsFast(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--tiers-dir", filepath.Join(t.TempDir(), "missing"), "--node-name", "n", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, "manifest directory unreadable"},
+		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--api-keys-file", filepath.Join(t.TempDir(), "none")}, "invalid key file"},
+		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--listen", "256.0.0.1:1"}, "front door listener"},
+	} {
+		err := run(context.Background(), tt.args, io.Discard, nil)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.wantErr)
+		}
+	}
+}

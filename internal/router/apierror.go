@@ -1,0 +1,95 @@
+package router
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// apiError is one error the router itself produces, in the OpenAI error
+// shape {"error":{"message","type","code"}}. The message is fixed text: it
+// never quotes the request, the member or an error.
+type apiError struct {
+	status int
+	code   string
+	body   []byte // the encoded error object, computed once.
+}
+
+// The error types of the OpenAI error object the router uses.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeAuthentication = "authentication_error"
+	typeServer         = "server_error"
+)
+
+// newAPIError encodes an apiError once, at package initialization.
+func newAPIError(status int, typ, code, message string) *apiError {
+	var obj struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+		} `json:"error"`
+	}
+	obj.Error.Message, obj.Error.Type, obj.Error.Code = message, typ, code
+	body, err := json.Marshal(obj)
+	if err != nil {
+		panic(err) // unreachable: three strings always encode.
+	}
+	return &apiError{status: status, code: code, body: append(body, '\n')}
+}
+
+// The errors of the front door and of the admin API. Their codes are part of
+// the documented API (docs/ROUTER.md).
+var (
+	errBadRequest = newAPIError(http.StatusBadRequest, typeInvalidRequest, "invalid_request_body",
+		`The request body must be a JSON object with a string "model" field.`)
+	errUnauthorized = newAPIError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+		"Missing or invalid API key.")
+	errModelNotFound = newAPIError(http.StatusNotFound, typeInvalidRequest, "model_not_found",
+		"The model does not exist on this router.")
+	errRouteNotFound = newAPIError(http.StatusNotFound, typeInvalidRequest, "not_found",
+		"Unknown route.")
+	errMethodNotAllowed = newAPIError(http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
+		"Method not allowed on this route.")
+	errTooLarge = newAPIError(http.StatusRequestEntityTooLarge, typeInvalidRequest, "request_too_large",
+		"The request body exceeds the router's size limit.")
+	errCapacityExhausted = newAPIError(http.StatusServiceUnavailable, typeServer, "capacity_exhausted",
+		"Every eligible replica of the model is at its concurrency limit; retry later.")
+	errTierQuiesced = newAPIError(http.StatusServiceUnavailable, typeServer, "tier_quiesced",
+		"The model is quiesced for maintenance; retry later.")
+	errNoEligibleMember = newAPIError(http.StatusServiceUnavailable, typeServer, "no_eligible_member",
+		"No replica of the model is ready and admitting; retry later.")
+	errUpstreamUnavailable = newAPIError(http.StatusBadGateway, typeServer, "upstream_unavailable",
+		"The model server failed before sending a response.")
+	errUpstreamTimeout = newAPIError(http.StatusGatewayTimeout, typeServer, "upstream_timeout",
+		"The model server did not send a response in time.")
+
+	errAdminUnauthorized = newAPIError(http.StatusUnauthorized, typeAuthentication, "invalid_admin_token",
+		"Missing or invalid admin token.")
+	errTierNotFound = newAPIError(http.StatusNotFound, typeInvalidRequest, "tier_not_found",
+		"No such tier on this router.")
+	errMemberNotFound = newAPIError(http.StatusNotFound, typeInvalidRequest, "member_not_found",
+		"No such member in the tier.")
+	errNotQuiesced = newAPIError(http.StatusConflict, typeInvalidRequest, "not_quiesced",
+		"The scope is not quiesced; quiesce it in the ReplicaTier first.")
+	errDrainTimeout = newAPIError(http.StatusGatewayTimeout, typeServer, "drain_timeout",
+		"The scope still holds requests at the end of the timeout.")
+	errBadTimeout = newAPIError(http.StatusBadRequest, typeInvalidRequest, "invalid_timeout",
+		"timeout must be a positive Go duration of at most 10m.")
+)
+
+// retryAfter is the Retry-After value of every 503: admission refusals are
+// momentary, and one second matches the pressure refresh period.
+var retryAfter = []string{"1"}
+
+// write sends e. Headers already set on w (request id, tier, member) stay.
+func (e *apiError) write(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if e.status == http.StatusServiceUnavailable {
+		h["Retry-After"] = retryAfter
+	}
+	w.WriteHeader(e.status)
+	_, _ = w.Write(e.body)
+}

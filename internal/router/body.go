@@ -1,0 +1,117 @@
+package router
+
+import (
+	"io"
+	"net/http"
+	"sync"
+)
+
+// Bounds of request bodies.
+const (
+	// DefaultMaxBodyBytes is the default --max-body-bytes: 16 MiB holds a
+	// long-context prompt of a few hundred thousand tokens with room to
+	// spare.
+	DefaultMaxBodyBytes = 16 << 20
+	// maxPooledBody is the largest buffer returned to the pool; rarer,
+	// larger bodies are left to the garbage collector so the pool never pins
+	// many megabytes.
+	maxPooledBody = 1 << 20
+	// initialBodyBuffer is the capacity of a new pooled buffer when the
+	// request does not announce its length: most chat requests fit.
+	initialBodyBuffer = 4 << 10
+)
+
+// bodyPool recycles request body buffers across requests.
+var bodyPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, initialBodyBuffer)
+	return &b
+}}
+
+// readBody reads the whole request body, at most limit bytes, into a pooled
+// buffer. It returns errBodyTooLarge when the announced or actual length is
+// above limit; any other error means the body could not be read. The caller
+// owns the buffer and must hand it back with recycleBody.
+func readBody(r *http.Request, limit int64) (*[]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errBodyTooLarge
+	}
+	bp, _ := bodyPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	if r.Body == nil { // a request built by hand; servers always set one.
+		*bp = b
+		return bp, nil
+	}
+	if r.ContentLength > 0 && int64(cap(b)) < r.ContentLength+1 {
+		b = make([]byte, 0, r.ContentLength+1) // +1 to see EOF without growing.
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			*bp = b
+			recycleBody(bp)
+			return nil, errBodyTooLarge
+		}
+		if err == io.EOF {
+			*bp = b
+			return bp, nil
+		}
+		if err != nil {
+			*bp = b
+			recycleBody(bp)
+			return nil, err
+		}
+	}
+}
+
+// recycleBody returns a buffer to the pool unless it grew too large.
+func recycleBody(bp *[]byte) {
+	if cap(*bp) > maxPooledBody {
+		return
+	}
+	*bp = (*bp)[:0]
+	bodyPool.Put(bp)
+}
+
+// replayBody is the upstream request body: the bytes the gates read,
+// forwarded unchanged. The transport may still read it on its own goroutine
+// after the exchange ended, so reads and recycle take a lock and a read
+// after recycle fails instead of touching a buffer another request owns.
+type replayBody struct {
+	mu  sync.Mutex
+	buf *[]byte // nil once recycled.
+	off int
+}
+
+// Read copies the next bytes of the body.
+func (b *replayBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf == nil {
+		return 0, errBodyRecycled
+	}
+	data := *b.buf
+	if b.off >= len(data) {
+		return 0, io.EOF
+	}
+	n := copy(p, data[b.off:])
+	b.off += n
+	return n, nil
+}
+
+// Close does nothing: the exchange recycles the buffer when it ends.
+func (b *replayBody) Close() error { return nil }
+
+// recycle returns the buffer to the pool; later reads fail.
+func (b *replayBody) recycle() {
+	b.mu.Lock()
+	bp := b.buf
+	b.buf = nil
+	b.mu.Unlock()
+	if bp != nil {
+		recycleBody(bp)
+	}
+}

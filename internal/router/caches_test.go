@@ -1,0 +1,51 @@
+package router
+
+import (
+	"testing"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/pressure"
+	"github.com/sluice-dev/sluice/internal/readiness"
+	"github.com/sluice-dev/sluice/internal/source"
+)
+
+// TestCacheRegistrations proves the registrations the router derives from a
+// snapshot are what the readiness and pressure caches accept.
+func TestCacheRegistrations(t *testing.T) {
+	capacity := newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]memberSpec{{"gpu0", "http://127.0.0.1:8001", 2}, {"gpu1", "http://127.0.0.1:8002/", 3}},
+		func(s *v1alpha1.ReplicaTierSpec) {
+			s.Members[0].Metrics = &v1alpha1.MetricsSpec{Engine: v1alpha1.EngineSGLang, Path: "/custom/metrics"}
+		})
+	roundRobin := newTier("ns/rr", []string{"rr"}, "", []memberSpec{{"a", "http://127.0.0.1:9001", 0}, {"b", "http://127.0.0.1:9002", 0}})
+	s := source.Snapshot{Tiers: []source.Tier{capacity, roundRobin}}
+
+	rt := ReadinessTiers(s)
+	if len(rt) != 2 || rt[0].Key != "ns/llama" || rt[0].ServedModel != "served/model" || len(rt[0].Members) != 2 ||
+		rt[0].Members[1].Endpoint != "http://127.0.0.1:8002/" {
+		t.Fatalf("readiness tiers = %+v", rt)
+	}
+	pt := PressureTiers(s)
+	if len(pt) != 1 || pt[0].Key != "ns/llama" {
+		t.Fatalf("pressure tiers = %+v, want the Capacity tier only", pt)
+	}
+	if m := pt[0].Members[0]; m.Engine != "sglang" || m.MetricsURL != "http://127.0.0.1:8001/custom/metrics" || m.Capacity != 2 {
+		t.Fatalf("gpu0 = %+v", m)
+	}
+	if m := pt[0].Members[1]; m.Engine != "" || m.MetricsURL != "" || m.Capacity != 3 {
+		t.Fatalf("gpu1 without metrics = %+v", m)
+	}
+
+	rc := readiness.New(readiness.Options{})
+	defer rc.Close()
+	if err := rc.Reconfigure(rt); err != nil {
+		t.Fatalf("readiness.Reconfigure: %v", err)
+	}
+	pc := pressure.New(pressure.Options{})
+	defer pc.Close()
+	if err := pc.Reconfigure(pt); err != nil {
+		t.Fatalf("pressure.Reconfigure: %v", err)
+	}
+	var _ ReadinessView = rc
+	var _ PressureView = pc
+}

@@ -1,0 +1,471 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/readiness"
+	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/source"
+)
+
+// failSafe bounds every wait of a test on an event; it is a deadline for a
+// broken test, never the way a test waits for something.
+const failSafe = 20 * time.Second
+
+// upstreamPool tracks the requests in flight across a set of fake members,
+// to check the tier ceiling at the members rather than in the router.
+type upstreamPool struct {
+	active atomic.Int64
+	high   atomic.Int64
+}
+
+// upstream is a fake member: an httptest server counting requests and the
+// concurrent high-water mark, and running the behavior the test sets.
+type upstream struct {
+	t        *testing.T
+	id       string
+	srv      *httptest.Server
+	pool     *upstreamPool
+	requests atomic.Int64
+	active   atomic.Int64
+	high     atomic.Int64
+	arrived  chan *seenRequest
+
+	mu       sync.Mutex
+	behavior func(w http.ResponseWriter, r *http.Request)
+	seen     []*seenRequest
+}
+
+// seenRequest is what a fake member received.
+type seenRequest struct {
+	header http.Header
+	body   []byte
+	path   string
+}
+
+func newUpstream(t *testing.T, id string, pool *upstreamPool) *upstream {
+	t.Helper()
+	u := &upstream{t: t, id: id, pool: pool, arrived: make(chan *seenRequest, 256)}
+	u.behavior = func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"ok","member":"`+id+`"}`)
+	}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.requests.Add(1)
+	raise(&u.high, u.active.Add(1))
+	defer u.active.Add(-1)
+	if u.pool != nil {
+		raise(&u.pool.high, u.pool.active.Add(1))
+		defer u.pool.active.Add(-1)
+	}
+	body, _ := io.ReadAll(r.Body)
+	seen := &seenRequest{header: r.Header.Clone(), body: body, path: r.URL.Path}
+	u.mu.Lock()
+	u.seen = append(u.seen, seen)
+	behavior := u.behavior
+	u.mu.Unlock()
+	u.arrived <- seen
+	behavior(w, r)
+}
+
+// raise sets high to v if v is larger.
+func raise(high *atomic.Int64, v int64) {
+	for {
+		h := high.Load()
+		if v <= h || high.CompareAndSwap(h, v) {
+			return
+		}
+	}
+}
+
+// handle sets the member's behavior.
+func (u *upstream) handle(f func(w http.ResponseWriter, r *http.Request)) {
+	u.mu.Lock()
+	u.behavior = f
+	u.mu.Unlock()
+}
+
+// waitArrival waits for the next request to reach the member.
+func (u *upstream) waitArrival(t *testing.T) *seenRequest {
+	t.Helper()
+	select {
+	case s := <-u.arrived:
+		return s
+	case <-time.After(failSafe):
+		t.Fatalf("no request reached %s", u.id)
+	}
+	return nil
+}
+
+// fakeReadiness is a ReadinessView the test controls.
+type fakeReadiness struct {
+	mu    sync.Mutex
+	tiers map[string]map[string]bool
+}
+
+var errFakeUnknownTier = errors.New("fake: unknown tier")
+
+func (f *fakeReadiness) Ready(tier string) (map[string]bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.tiers[tier]
+	if !ok {
+		return nil, errFakeUnknownTier
+	}
+	return maps.Clone(m), nil
+}
+
+func (f *fakeReadiness) set(tier string, ready map[string]bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tiers == nil {
+		f.tiers = map[string]map[string]bool{}
+	}
+	f.tiers[tier] = maps.Clone(ready)
+}
+
+// reconfigure registers tiers as readiness.Cache.Reconfigure would, with
+// every member ready.
+func (f *fakeReadiness) reconfigure(tiers []readiness.Tier) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tiers = map[string]map[string]bool{}
+	for _, t := range tiers {
+		m := map[string]bool{}
+		for _, mb := range t.Members {
+			m[mb.ID] = true
+		}
+		f.tiers[t.Key] = m
+	}
+}
+
+// fakePressure is a PressureView the test controls; it counts the two
+// kinds of reads.
+type fakePressure struct {
+	mu        sync.Mutex
+	tiers     map[string]map[string]scheduler.Pressure
+	snapshots atomic.Int64
+	peeks     atomic.Int64
+}
+
+func (f *fakePressure) Snapshot(tier string) (map[string]scheduler.Pressure, error) {
+	f.snapshots.Add(1)
+	return f.read(tier)
+}
+
+func (f *fakePressure) Peek(tier string) (map[string]scheduler.Pressure, error) {
+	f.peeks.Add(1)
+	return f.read(tier)
+}
+
+func (f *fakePressure) read(tier string) (map[string]scheduler.Pressure, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.tiers[tier]
+	if !ok {
+		return nil, errFakeUnknownTier
+	}
+	return maps.Clone(m), nil
+}
+
+func (f *fakePressure) set(tier string, p map[string]scheduler.Pressure) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tiers == nil {
+		f.tiers = map[string]map[string]scheduler.Pressure{}
+	}
+	f.tiers[tier] = maps.Clone(p)
+}
+
+// fresh is a fresh pressure of ppm.
+func fresh(ppm int64) scheduler.Pressure {
+	return scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: ppm, RequestState: scheduler.SignalValid, KVState: scheduler.SignalMissing}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fixture is a Router behind an httptest server, with its admin handler,
+// fake readiness and pressure, a recorder and a release counter.
+type fixture struct {
+	t        *testing.T
+	rt       *Router
+	front    *httptest.Server
+	admin    *httptest.Server
+	ready    *fakeReadiness
+	pressure *fakePressure
+	outcomes chan Outcome
+	logs     *syncBuffer
+	client   *http.Client
+
+	mu       sync.Mutex
+	releases map[string]int // "tier#member" → calls of Lease.Release.
+}
+
+type fixtureOptions struct {
+	keys       *Keys
+	adminToken *Keys
+	maxBody    int64
+}
+
+func newFixture(t *testing.T, o fixtureOptions) *fixture {
+	t.Helper()
+	f := &fixture{
+		t:        t,
+		ready:    &fakeReadiness{},
+		pressure: &fakePressure{},
+		outcomes: make(chan Outcome, 256),
+		logs:     &syncBuffer{},
+		releases: map[string]int{},
+	}
+	f.rt = New(Options{
+		Readiness:    f.ready,
+		Pressure:     f.pressure,
+		Keys:         o.keys,
+		MaxBodyBytes: o.maxBody,
+		Logger:       slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Recorder:     recorderFunc(func(o Outcome) { f.outcomes <- o }),
+	})
+	f.rt.onRelease = func(tier, member string) {
+		f.mu.Lock()
+		f.releases[tier+"#"+member]++
+		f.mu.Unlock()
+	}
+	f.front = httptest.NewServer(f.rt)
+	f.admin = httptest.NewServer(NewAdmin(f.rt, AdminOptions{Token: o.adminToken}))
+	transport := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	f.client = &http.Client{Transport: transport}
+	t.Cleanup(func() {
+		transport.CloseIdleConnections()
+		f.front.Close()
+		f.admin.Close()
+		f.rt.Close()
+	})
+	return f
+}
+
+type recorderFunc func(Outcome)
+
+func (r recorderFunc) Record(o Outcome) { r(o) }
+
+// apply applies tiers as a source snapshot, registering every member ready.
+func (f *fixture) apply(tiers ...source.Tier) {
+	s := source.Snapshot{Tiers: tiers}
+	f.ready.reconfigure(ReadinessTiers(s))
+	f.rt.Apply(s)
+}
+
+// outcome waits for the next recorded outcome: the request has ended and
+// its lease, if any, was released.
+func (f *fixture) outcome() Outcome {
+	f.t.Helper()
+	select {
+	case o := <-f.outcomes:
+		return o
+	case <-time.After(failSafe):
+		f.t.Fatal("no outcome recorded")
+	}
+	return Outcome{}
+}
+
+// releaseCalls returns how often the router released a lease of the member.
+func (f *fixture) releaseCalls(tier, member string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.releases[tier+"#"+member]
+}
+
+// totalReleases returns every release call.
+func (f *fixture) totalReleases() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.releases {
+		n += c
+	}
+	return n
+}
+
+// assertIdle checks that the tier and all its members hold no lease.
+func (f *fixture) assertIdle(key string) {
+	f.t.Helper()
+	ts, _ := f.rt.table.Load().lookup(key)
+	if ts == nil {
+		f.t.Fatalf("tier %s unknown", key)
+	}
+	s := ts.admission.Snapshot()
+	sum := 0
+	for _, m := range s.Members {
+		sum += m.Active
+		if m.Active != 0 {
+			f.t.Errorf("member %s active = %d, want 0", m.ID, m.Active)
+		}
+	}
+	if s.Active != 0 || sum != s.Active {
+		f.t.Errorf("tier active = %d (members sum %d), want 0", s.Active, sum)
+	}
+}
+
+// post sends an inference request.
+func (f *fixture) post(ctx context.Context, path, body string, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.front.URL+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	return f.client.Do(req)
+}
+
+// reply is a response read to its end.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+// mustPost sends a request and reads the whole response.
+func (f *fixture) mustPost(path, body string, header http.Header) (reply, []byte) {
+	f.t.Helper()
+	resp, err := f.post(context.Background(), path, body, header)
+	if err != nil {
+		f.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatalf("reading the response: %v", err)
+	}
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, data
+}
+
+// adminGet reads an admin route.
+func (f *fixture) adminGet(path string, header http.Header) (int, []byte) {
+	f.t.Helper()
+	return f.adminDo(http.MethodGet, path, header)
+}
+
+func (f *fixture) adminDo(method, path string, header http.Header) (int, []byte) {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, f.admin.URL+path, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// chat is a chat completion body for model.
+func chat(model string) string {
+	return `{"model":"` + model + `","messages":[{"role":"user","content":"hello"}]}`
+}
+
+// errorCode decodes an OpenAI error body's code, failing on any other shape.
+func errorCode(t *testing.T, body []byte) string {
+	t.Helper()
+	var e struct {
+		Error *struct {
+			Message *string `json:"message"`
+			Type    *string `json:"type"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Error == nil || e.Error.Message == nil || e.Error.Type == nil || e.Error.Code == nil {
+		t.Fatalf("body %q is not an OpenAI error object (%v)", body, err)
+	}
+	return *e.Error.Code
+}
+
+// memberSpec is a member for newTier.
+type memberSpec struct {
+	id       string
+	endpoint string
+	max      int32 // 0: no ceiling.
+}
+
+// newTier builds a defaulted source tier "ns/name" on gpu-node-1. It does
+// not validate, so tests may use sub-second upstream timeouts.
+func newTier(key string, aliases []string, strategy v1alpha1.Strategy, members []memberSpec, mutate ...func(*v1alpha1.ReplicaTierSpec)) source.Tier {
+	ns, name, _ := strings.Cut(key, "/")
+	spec := v1alpha1.ReplicaTierSpec{NodeName: "gpu-node-1", Aliases: aliases, ServedModel: "served/model", Strategy: strategy}
+	for _, m := range members {
+		mb := v1alpha1.Member{ID: m.id, Endpoint: m.endpoint}
+		if m.max > 0 {
+			mb.MaxConcurrency = &m.max
+		}
+		spec.Members = append(spec.Members, mb)
+	}
+	for _, f := range mutate {
+		f(&spec)
+	}
+	tier := v1alpha1.ReplicaTier{Spec: spec}
+	v1alpha1.Default(&tier)
+	return source.Tier{Key: key, Namespace: ns, Name: name, File: name + ".yaml", Spec: tier.Spec}
+}
+
+// timeouts sets the tier's upstream timeouts.
+func timeouts(header, idle time.Duration) func(*v1alpha1.ReplicaTierSpec) {
+	return func(s *v1alpha1.ReplicaTierSpec) {
+		s.Upstream = &v1alpha1.UpstreamSpec{
+			ResponseHeaderTimeout: &metav1.Duration{Duration: header},
+			IdleTimeout:           &metav1.Duration{Duration: idle},
+		}
+	}
+}
+
+// tierMax sets the tier ceiling.
+func tierMax(n int32) func(*v1alpha1.ReplicaTierSpec) {
+	return func(s *v1alpha1.ReplicaTierSpec) { s.MaxConcurrency = &n }
+}
+
+// sourceSnapshot wraps tiers in a snapshot.
+func sourceSnapshot(tiers ...source.Tier) source.Snapshot {
+	return source.Snapshot{Tiers: tiers}
+}

@@ -1,0 +1,101 @@
+package router
+
+import (
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/scheduler"
+)
+
+// Recorder receives one Outcome per request on the inference routes, after
+// the request ended and its lease (if any) was released. It is the seam for
+// the decision log. Record is called on the request's goroutine, so it must
+// be fast and must not block. The Outcome, its Selection included, is the
+// recorder's own copy.
+type Recorder interface {
+	// Record takes one request's outcome.
+	Record(o Outcome)
+}
+
+// Result is the admission result of a request.
+type Result string
+
+// The closed set of Result values.
+const (
+	// ResultAdmitted means a lease was acquired and one upstream attempt
+	// made.
+	ResultAdmitted Result = "admitted"
+	// ResultNotAdmitted means admission refused the request (capacity
+	// exhausted, tier quiesced, no eligible member): no upstream attempt.
+	ResultNotAdmitted Result = "not_admitted"
+	// ResultRefused means a request-wide gate rejected the request (method,
+	// API key, body size, body shape, unknown model) before admission.
+	ResultRefused Result = "refused"
+)
+
+// End says how an admitted request's single upstream exchange ended.
+type End string
+
+// The closed set of End values.
+const (
+	// EndComplete means the member's response body was read to its end and
+	// relayed.
+	EndComplete End = "complete"
+	// EndUnavailable means the member failed before sending response
+	// headers (connection refused or reset); the client got 502.
+	EndUnavailable End = "upstream_unavailable"
+	// EndHeaderTimeout means no response headers arrived within the tier's
+	// responseHeaderTimeout; the client got 504.
+	EndHeaderTimeout End = "header_timeout"
+	// EndIdleTimeout means the response body stalled for the tier's
+	// idleTimeout; the client's response was aborted.
+	EndIdleTimeout End = "idle_timeout"
+	// EndUpstreamError means the member's response body failed mid-way; the
+	// client's response was aborted.
+	EndUpstreamError End = "upstream_error"
+	// EndClientGone means the client went away before the exchange ended.
+	EndClientGone End = "client_gone"
+	// EndAborted means relaying to the client failed or panicked
+	// (http.ErrAbortHandler) for another reason.
+	EndAborted End = "aborted"
+)
+
+// StatusClientClosedRequest is the status recorded (never sent) for a
+// request whose client went away before response headers: the nginx
+// convention.
+const StatusClientClosedRequest = 499
+
+// Outcome is one request's record. It carries ids, classes and timings only:
+// no URL, address, credential, prompt or body.
+type Outcome struct {
+	// RequestID is the X-Request-Id the client got.
+	RequestID string
+	// Start is when the router received the request.
+	Start time.Time
+	// Duration is from Start to the end of the exchange.
+	Duration time.Duration
+	// Alias is the model the request named; empty when a gate refused it
+	// before alias resolution.
+	Alias string
+	// Tier is the tier's namespace/name; empty when unresolved.
+	Tier string
+	// Result is the admission result.
+	Result Result
+	// Code is the error code the router answered with for refused and
+	// not-admitted requests, and for admitted requests that got a 502 or 504
+	// from the router; empty otherwise.
+	Code string
+	// Status is the HTTP status the client got: the member's for relayed
+	// responses, StatusClientClosedRequest when the client left before
+	// headers.
+	Status int
+	// Member is the leased member; empty unless admitted.
+	Member string
+	// FirstByte is from Start to the member's response headers; zero when
+	// none arrived.
+	FirstByte time.Duration
+	// End is how the upstream exchange ended; empty unless admitted.
+	End End
+	// Selection is the lease's scheduler decision for Capacity tiers (the
+	// captured one, never recomputed) and nil otherwise.
+	Selection *scheduler.Decision
+}

@@ -1,0 +1,353 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/scheduler"
+)
+
+// The inference routes of the front door.
+const (
+	pathChatCompletions = "/v1/chat/completions"
+	pathCompletions     = "/v1/completions"
+	pathResponses       = "/v1/responses"
+	pathEmbeddings      = "/v1/embeddings"
+	pathModels          = "/v1/models"
+)
+
+// maxAcquireAttempts bounds how often the router builds admission inputs for
+// one request: a second attempt is made only when a reconfiguration landed
+// between reading the tier's membership and Acquire (admission refuses the
+// stale inputs with ErrInvalidInput, reserving nothing). It is not an
+// upstream retry: no member was contacted.
+const maxAcquireAttempts = 2
+
+// Options configures a Router. The zero value serves with every member
+// ready, pressure unknown, no authentication and the default body limit.
+type Options struct {
+	// Readiness is read for every request. Nil means every member is ready.
+	Readiness ReadinessView
+	// Pressure is read for every request to a Capacity tier, and by the
+	// admin capacity view. Nil means every member's pressure is unknown.
+	Pressure PressureView
+	// Keys are the API keys of the inference routes. Nil means open.
+	Keys *Keys
+	// MaxBodyBytes bounds a request body. Zero or negative means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives structured logs carrying ids, never URLs, tokens,
+	// prompts or bodies. Nil discards them.
+	Logger *slog.Logger
+	// Recorder receives one Outcome per inference request. Nil records
+	// nothing.
+	Recorder Recorder
+	// Transport sends the upstream requests. Nil means NewTransport(). A
+	// replacement must not retry requests either.
+	Transport http.RoundTripper
+	// Clock times requests for Outcome. Nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// Router is the front door of one node: it serves the inference routes and
+// GET /v1/models as an http.Handler, and applies source snapshots with
+// Apply. Create it with New. All methods are safe for concurrent use.
+type Router struct {
+	readiness ReadinessView
+	pressure  PressureView
+	keys      *Keys
+	maxBody   int64
+	log       *slog.Logger
+	recorder  Recorder
+	transport http.RoundTripper
+	clock     clock.PassiveClock
+	ids       *idGenerator
+	proxy     *httputil.ReverseProxy
+
+	table   atomic.Pointer[table] // read lock-free by every request.
+	applyMu sync.Mutex            // serializes Apply.
+
+	// onRelease, when set (tests only), is called after every call of
+	// admission.Lease.Release the router makes.
+	onRelease func(tier, member string)
+}
+
+// New returns a Router with no tiers; it answers every model with 404 until
+// the first Apply.
+func New(opts Options) *Router {
+	rt := &Router{
+		readiness: opts.Readiness,
+		pressure:  opts.Pressure,
+		keys:      opts.Keys,
+		maxBody:   opts.MaxBodyBytes,
+		log:       opts.Logger,
+		recorder:  opts.Recorder,
+		transport: opts.Transport,
+		clock:     opts.Clock,
+		ids:       newIDGenerator(),
+	}
+	if rt.maxBody <= 0 {
+		rt.maxBody = DefaultMaxBodyBytes
+	}
+	if rt.log == nil {
+		rt.log = slog.New(slog.DiscardHandler)
+	}
+	if rt.transport == nil {
+		rt.transport = NewTransport()
+	}
+	if rt.clock == nil {
+		rt.clock = clock.RealClock{}
+	}
+	rt.proxy = rt.newReverseProxy()
+	rt.table.Store(&table{aliases: map[string]aliasEntry{}, models: modelsBody(nil)})
+	return rt
+}
+
+// Loaded reports whether a source snapshot was applied; the admin /readyz
+// follows it.
+func (rt *Router) Loaded() bool { return rt.table.Load().loaded }
+
+// Close closes the idle upstream connections. In-flight requests are not
+// touched; stop the HTTP server first.
+func (rt *Router) Close() {
+	if t, ok := rt.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// ServeHTTP serves the front door routes.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case pathChatCompletions, pathCompletions, pathResponses, pathEmbeddings:
+		rt.serveInference(w, r)
+	case pathModels:
+		rt.serveModels(w, r)
+	default:
+		errRouteNotFound.write(w)
+	}
+}
+
+// allowPost is the Allow header of the inference routes.
+var allowPost = []string{http.MethodPost}
+
+// allowGet is the Allow header of GET /v1/models.
+var allowGet = []string{http.MethodGet}
+
+// serveModels lists the node's aliases.
+func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header()["Allow"] = allowGet
+		errMethodNotAllowed.write(w)
+		return
+	}
+	if !rt.keys.Allow(r) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		errUnauthorized.write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(rt.table.Load().models)
+}
+
+// serveInference runs the gates, admission and the single upstream attempt
+// of one inference request, in the order of SPEC §5.2.
+func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
+	o := Outcome{Start: rt.clock.Now(), RequestID: rt.ids.requestID(r.Header)}
+	idHeader := []string{o.RequestID} // shared by the response and the upstream request; never appended to.
+	w.Header()[headerRequestID] = idHeader
+
+	// 1. Request-wide gates, before any reservation.
+	if r.Method != http.MethodPost {
+		w.Header()["Allow"] = allowPost
+		rt.refuse(w, &o, ResultRefused, errMethodNotAllowed)
+		return
+	}
+	if !rt.keys.Allow(r) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		rt.refuse(w, &o, ResultRefused, errUnauthorized)
+		return
+	}
+	buf, err := readBody(r, rt.maxBody)
+	if err != nil {
+		e := errBadRequest
+		if errors.Is(err, errBodyTooLarge) {
+			e = errTooLarge
+			w.Header().Set("Connection", "close") // the rest of the body is not read.
+		}
+		rt.refuse(w, &o, ResultRefused, e)
+		return
+	}
+	body := &replayBody{buf: buf}
+	defer body.recycle()
+	model, ok := modelField(*buf)
+	if !ok {
+		rt.refuse(w, &o, ResultRefused, errBadRequest)
+		return
+	}
+	entry, ok := rt.table.Load().aliases[string(model)]
+	if !ok {
+		rt.refuse(w, &o, ResultRefused, errModelNotFound)
+		return
+	}
+	ts := entry.tier
+	o.Alias, o.Tier = entry.alias, ts.key
+	w.Header()[headerTier] = ts.tierName
+
+	// 2 and 3. Completed snapshots, then one admission decision.
+	lease, cfg, err := rt.acquire(ts)
+	if err != nil {
+		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
+		return
+	}
+	route := cfg.member(lease.Member())
+	if route == nil {
+		// The tier was reconfigured between the configuration read and
+		// Acquire; the member is in the newer one.
+		route = ts.cfg.Load().member(lease.Member())
+	}
+
+	// 4 and 5. Exactly one upstream attempt; the lease is released when it
+	// ends, however it ends.
+	o.Result, o.Member = ResultAdmitted, lease.Member()
+	if rt.recorder != nil {
+		o.Selection = lease.Selection()
+	}
+	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: body, idHeader: idHeader,
+		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context()}
+	if route == nil {
+		// Unreachable: a lease names a member of the configuration it was
+		// acquired under. Answer as an upstream failure rather than crash.
+		ex.release()
+		rt.refuse(w, &ex.outcome, ResultAdmitted, errUpstreamUnavailable)
+		return
+	}
+	w.Header()[headerMember] = route.memberName
+	ex.serve(w, r, int64(len(*buf)))
+}
+
+// acquire builds the admission inputs of ts from completed snapshots and
+// makes one Acquire (a second only when the tier was reconfigured between
+// the two, see maxAcquireAttempts). It returns the configuration the inputs
+// were built from.
+func (rt *Router) acquire(ts *tierState) (*admission.Lease, *tierConfig, error) {
+	var err error
+	for range maxAcquireAttempts {
+		cfg := ts.cfg.Load()
+		in := admission.Inputs{Ready: rt.ready(ts.key, cfg)}
+		if cfg.strategy == admission.StrategyCapacity {
+			in.Pressure = rt.pressures(ts.key, cfg)
+		}
+		var lease *admission.Lease
+		lease, err = ts.admission.Acquire(in)
+		if !errors.Is(err, admission.ErrInvalidInput) {
+			return lease, cfg, err
+		}
+	}
+	return nil, nil, err
+}
+
+// ready returns the readiness of exactly the members of cfg: a member the
+// readiness cache does not know (yet) is not ready, a member it still knows
+// but cfg dropped is left out.
+func (rt *Router) ready(key string, cfg *tierConfig) map[string]bool {
+	if rt.readiness == nil {
+		return cfg.allReady // read-only; Acquire copies what it reads.
+	}
+	m, err := rt.readiness.Ready(key)
+	if err == nil && sameKeys(m, cfg.ids) {
+		return m
+	}
+	out := make(map[string]bool, len(cfg.ids))
+	for _, id := range cfg.ids {
+		out[id] = m[id]
+	}
+	return out
+}
+
+// pressures returns the pressure of the members of cfg; members the cache
+// does not know are left out, which admission reads as unknown.
+func (rt *Router) pressures(key string, cfg *tierConfig) map[string]scheduler.Pressure {
+	if rt.pressure == nil {
+		return nil
+	}
+	m, err := rt.pressure.Snapshot(key)
+	if err != nil {
+		return nil
+	}
+	if sameKeys(m, cfg.ids) {
+		return m
+	}
+	out := make(map[string]scheduler.Pressure, len(cfg.ids))
+	for _, id := range cfg.ids {
+		if p, ok := m[id]; ok {
+			out[id] = p
+		}
+	}
+	return out
+}
+
+// sameKeys reports whether m has exactly the keys ids.
+func sameKeys[V any](m map[string]V, ids []string) bool {
+	if len(m) != len(ids) {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := m[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// refusalError maps an admission refusal to the router's 503 errors.
+func refusalError(err error) *apiError {
+	switch {
+	case errors.Is(err, admission.ErrTierFull):
+		return errCapacityExhausted
+	case errors.Is(err, admission.ErrTierQuiesced):
+		return errTierQuiesced
+	}
+	return errNoEligibleMember
+}
+
+// refuse answers a request the router itself ends and records it.
+func (rt *Router) refuse(w http.ResponseWriter, o *Outcome, result Result, e *apiError) {
+	e.write(w)
+	o.Result, o.Code, o.Status = result, e.code, e.status
+	o.Duration = rt.clock.Since(o.Start)
+	rt.finish(o)
+}
+
+// finish logs and records one request's outcome.
+func (rt *Router) finish(o *Outcome) {
+	if rt.recorder != nil {
+		rt.recorder.Record(*o)
+	}
+	ctx := context.Background()
+	level := slog.LevelDebug
+	if o.End != "" && o.End != EndComplete && o.End != EndClientGone {
+		level = slog.LevelWarn
+	}
+	if !rt.log.Enabled(ctx, level) {
+		return
+	}
+	rt.log.LogAttrs(ctx, level, "request",
+		slog.String("request_id", o.RequestID),
+		slog.String("tier", o.Tier),
+		slog.String("member", o.Member),
+		slog.String("result", string(o.Result)),
+		slog.String("code", o.Code),
+		slog.Int("status", o.Status),
+		slog.String("end", string(o.End)),
+		slog.Duration("duration", o.Duration),
+		slog.Duration("first_byte", o.FirstByte),
+	)
+}

@@ -1,0 +1,431 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// sse is an SSE stream an upstream sends, event by event.
+var sse = []string{
+	"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+	"data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n",
+	"data: [DONE]\n\n",
+}
+
+// writeEvents writes SSE events, flushing each.
+func writeEvents(w http.ResponseWriter, events ...string) {
+	for _, e := range events {
+		_, _ = io.WriteString(w, e)
+		w.(http.Flusher).Flush()
+	}
+}
+
+// sseHeaders starts an SSE response.
+func sseHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+}
+
+// terminalCase is one way an admitted exchange can end. run drives the
+// client side and checks what the client got; the matrix then checks the
+// lease, the counts and the members.
+type terminalCase struct {
+	name       string
+	mutate     []func(*v1alpha1.ReplicaTierSpec)
+	refused    bool // gpu0's endpoint refuses connections.
+	upstream   func(w http.ResponseWriter, r *http.Request)
+	run        func(t *testing.T, f *fixture, gpu0 *upstream)
+	wantEnd    End
+	wantStatus int
+}
+
+func terminalCases() []terminalCase {
+	return []terminalCase{
+		{
+			name: "success",
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusOK || string(body) != `{"id":"ok","member":"gpu0"}` {
+					t.Fatalf("got %d %q", resp.StatusCode, body)
+				}
+				checkLabels(t, resp.Header, "gpu0")
+			},
+			wantEnd: EndComplete, wantStatus: http.StatusOK,
+		},
+		{
+			name: "stream ending in [DONE]",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, sse...)
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusOK || string(body) != strings.Join(sse, "") {
+					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
+				}
+				checkLabels(t, resp.Header, "gpu0")
+			},
+			wantEnd: EndComplete, wantStatus: http.StatusOK,
+		},
+		{
+			name: "upstream 4xx relayed",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("X-Engine", "yes")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"object":"error","message":"engine says no"}`)
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusBadRequest || string(body) != `{"object":"error","message":"engine says no"}` ||
+					resp.Header.Get("X-Engine") != "yes" {
+					t.Fatalf("got %d %q %v, want the engine's response unchanged", resp.StatusCode, body, resp.Header)
+				}
+				checkLabels(t, resp.Header, "gpu0")
+			},
+			wantEnd: EndComplete, wantStatus: http.StatusBadRequest,
+		},
+		{
+			name: "upstream 5xx relayed",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = io.WriteString(w, "engine crashed")
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusInternalServerError || string(body) != "engine crashed" {
+					t.Fatalf("got %d %q, want the engine's response unchanged", resp.StatusCode, body)
+				}
+			},
+			wantEnd: EndComplete, wantStatus: http.StatusInternalServerError,
+		},
+		{
+			name:   "response header timeout",
+			mutate: []func(*v1alpha1.ReplicaTierSpec){timeouts(100*time.Millisecond, time.Minute)},
+			upstream: func(_ http.ResponseWriter, r *http.Request) {
+				<-r.Context().Done() // never answers; the router hangs up.
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusGatewayTimeout || errorCode(t, body) != "upstream_timeout" {
+					t.Fatalf("got %d %q, want 504 upstream_timeout", resp.StatusCode, body)
+				}
+				checkLabels(t, resp.Header, "gpu0")
+			},
+			wantEnd: EndHeaderTimeout, wantStatus: http.StatusGatewayTimeout,
+		},
+		{
+			name:   "idle timeout mid-stream",
+			mutate: []func(*v1alpha1.ReplicaTierSpec){timeouts(time.Minute, 100*time.Millisecond)},
+			upstream: func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, sse[0])
+				<-r.Context().Done() // stalls; the router hangs up.
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = resp.Body.Close() }()
+				first := make([]byte, len(sse[0]))
+				if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != sse[0] {
+					t.Fatalf("first event %q, %v", first, err)
+				}
+				if rest, err := io.ReadAll(resp.Body); err == nil {
+					t.Fatalf("the stream ended cleanly with %q; want it aborted", rest)
+				}
+			},
+			wantEnd: EndIdleTimeout, wantStatus: http.StatusOK,
+		},
+		{
+			name: "client cancel before headers",
+			upstream: func(_ http.ResponseWriter, r *http.Request) {
+				<-r.Context().Done()
+			},
+			run: func(t *testing.T, f *fixture, gpu0 *upstream) {
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() {
+					resp, err := f.post(ctx, pathChatCompletions, chat("llama"), nil)
+					if err == nil {
+						_ = resp.Body.Close()
+					}
+					done <- err
+				}()
+				gpu0.waitArrival(t)
+				cancel()
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Fatalf("client error = %v, want context.Canceled", err)
+				}
+			},
+			wantEnd: EndClientGone, wantStatus: StatusClientClosedRequest,
+		},
+		{
+			name: "client disconnect mid-stream",
+			upstream: func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, sse[0])
+				<-r.Context().Done()
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				resp, err := f.post(ctx, pathChatCompletions, chat("llama"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first := make([]byte, len(sse[0]))
+				if _, err := io.ReadFull(resp.Body, first); err != nil {
+					t.Fatal(err)
+				}
+				cancel()
+				_ = resp.Body.Close()
+			},
+			wantEnd: EndClientGone, wantStatus: http.StatusOK,
+		},
+		{
+			name: "malformed SSE relayed",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, "data: {\"broken json\n\n", "event: ???\ndata\n: comment\n", "data: [DON")
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				want := "data: {\"broken json\n\nevent: ???\ndata\n: comment\ndata: [DON"
+				if resp.StatusCode != http.StatusOK || string(body) != want {
+					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
+				}
+			},
+			wantEnd: EndComplete, wantStatus: http.StatusOK,
+		},
+		{
+			name: "stream truncated without [DONE]",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, sse[:2]...)
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusOK || string(body) != strings.Join(sse[:2], "") {
+					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
+				}
+			},
+			wantEnd: EndComplete, wantStatus: http.StatusOK,
+		},
+		{
+			name:    "connection refused",
+			refused: true,
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
+				}
+				checkLabels(t, resp.Header, "gpu0")
+			},
+			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
+		},
+		{
+			name: "reset before headers",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				resetConnection(w)
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
+				}
+			},
+			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
+		},
+		{
+			name: "reset mid-body",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, sse[0])
+				resetConnection(w)
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = resp.Body.Close() }()
+				body, err := io.ReadAll(resp.Body)
+				if err == nil || !strings.HasPrefix(sse[0], string(body)) {
+					t.Fatalf("got %q, %v; want a prefix of the first event and an aborted stream", body, err)
+				}
+			},
+			wantEnd: EndUpstreamError, wantStatus: http.StatusOK,
+		},
+		{
+			name: "abort in the copy path",
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, pathChatCompletions, strings.NewReader(chat("llama")))
+				w := &abortingWriter{header: http.Header{}}
+				defer func() {
+					if p := recover(); p != http.ErrAbortHandler { //nolint:errorlint // The panic value is compared, as net/http does.
+						t.Fatalf("panic = %v, want http.ErrAbortHandler", p)
+					}
+				}()
+				f.rt.ServeHTTP(w, req)
+				t.Fatal("ServeHTTP returned; want the abort to propagate")
+			},
+			wantEnd: EndAborted, wantStatus: http.StatusOK,
+		},
+	}
+}
+
+// abortingWriter is a client connection whose body writes abort the handler,
+// as net/http does when a connection breaks mid-response.
+type abortingWriter struct {
+	header http.Header
+}
+
+func (w *abortingWriter) Header() http.Header { return w.header }
+func (w *abortingWriter) WriteHeader(int)     {}
+func (w *abortingWriter) Flush()              {}
+func (w *abortingWriter) Write([]byte) (int, error) {
+	panic(http.ErrAbortHandler)
+}
+
+// resetConnection hijacks the connection and resets it (RST, not FIN).
+func resetConnection(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// checkLabels checks the router's response headers.
+func checkLabels(t *testing.T, h http.Header, member string) {
+	t.Helper()
+	if got := h.Values(headerTier); len(got) != 1 || got[0] != "ns/llama" {
+		t.Errorf("%s = %q, want ns/llama", headerTier, got)
+	}
+	if got := h.Values(headerMember); len(got) != 1 || got[0] != member {
+		t.Errorf("%s = %q, want %s", headerMember, got, member)
+	}
+	if got := h.Values(headerRequestID); len(got) != 1 || !safeRequestID(got[0]) {
+		t.Errorf("%s = %q, want one generated id", headerRequestID, got)
+	}
+}
+
+// closedAddress returns an http URL on which nothing listens.
+func closedAddress(t *testing.T) string {
+	t.Helper()
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return "http://" + addr
+}
+
+// TestTerminalPaths proves, for RoundRobin and Capacity, that every way an
+// exchange ends releases the lease exactly once, leaves every count at
+// zero, reaches exactly one member once, and gives the client the
+// documented answer.
+func TestTerminalPaths(t *testing.T) {
+	for _, strategy := range []v1alpha1.Strategy{v1alpha1.StrategyRoundRobin, v1alpha1.StrategyCapacity} {
+		for _, tc := range terminalCases() {
+			t.Run(string(strategy)+"/"+tc.name, func(t *testing.T) {
+				f := newFixture(t, fixtureOptions{})
+				pool := &upstreamPool{}
+				gpu0, gpu1 := newUpstream(t, "gpu0", pool), newUpstream(t, "gpu1", pool)
+				if tc.upstream != nil {
+					gpu0.handle(tc.upstream)
+				}
+				endpoint0 := gpu0.srv.URL
+				if tc.refused {
+					endpoint0 = closedAddress(t)
+				}
+				f.apply(newTier("ns/llama", []string{"llama"}, strategy,
+					[]memberSpec{{"gpu0", endpoint0, 2}, {"gpu1", gpu1.srv.URL, 2}}, tc.mutate...))
+
+				tc.run(t, f, gpu0)
+
+				o := f.outcome()
+				if o.Result != ResultAdmitted || o.Member != "gpu0" || o.End != tc.wantEnd || o.Status != tc.wantStatus {
+					t.Errorf("outcome = %+v, want gpu0 admitted, end %s, status %d", o, tc.wantEnd, tc.wantStatus)
+				}
+				if (strategy == v1alpha1.StrategyCapacity) != (o.Selection != nil) {
+					t.Errorf("selection = %v, want one exactly for Capacity", o.Selection)
+				}
+				if got := f.releaseCalls("ns/llama", "gpu0"); got != 1 || f.totalReleases() != 1 {
+					t.Errorf("release calls = %d (total %d), want exactly 1", got, f.totalReleases())
+				}
+				f.assertIdle("ns/llama")
+				wantRequests := int64(1)
+				if tc.refused {
+					wantRequests = 0
+				}
+				if got := gpu0.requests.Load() + gpu1.requests.Load(); got != wantRequests || gpu1.requests.Load() != 0 {
+					t.Errorf("upstream requests: gpu0 %d, gpu1 %d; want %d on gpu0 only", gpu0.requests.Load(), gpu1.requests.Load(), wantRequests)
+				}
+			})
+		}
+	}
+}
+
+// TestStreamFlushesEachEvent proves the first SSE event reaches the client
+// before the member sends the second, and that the client receives exactly
+// the member's bytes.
+func TestStreamFlushesEachEvent(t *testing.T) {
+	for _, strategy := range []v1alpha1.Strategy{v1alpha1.StrategyRoundRobin, v1alpha1.StrategyCapacity} {
+		t.Run(string(strategy), func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{})
+			gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
+			next := make(chan struct{})
+			gpu0.handle(func(w http.ResponseWriter, _ *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, sse[0])
+				<-next
+				writeEvents(w, sse[1:]...)
+			})
+			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
+				[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+
+			resp, err := f.post(context.Background(), pathChatCompletions, chat("llama")+"\n", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			var got bytes.Buffer
+			first := make([]byte, len(sse[0]))
+			if _, err := io.ReadFull(resp.Body, first); err != nil {
+				t.Fatal(err)
+			}
+			got.Write(first)
+			close(next) // only now may the member send the rest.
+			if _, err := got.ReadFrom(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != strings.Join(sse, "") {
+				t.Fatalf("client got %q, want %q", got.String(), strings.Join(sse, ""))
+			}
+			if o := f.outcome(); o.End != EndComplete {
+				t.Fatalf("outcome = %+v", o)
+			}
+			if seen := gpu0.seen[0]; string(seen.body) != chat("llama")+"\n" || seen.path != pathChatCompletions {
+				t.Fatalf("member got %s %q, want the request body unchanged", seen.path, seen.body)
+			}
+			f.assertIdle("ns/llama")
+		})
+	}
+}

@@ -1,0 +1,275 @@
+package router
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/source"
+)
+
+// removedReason is the tier quiesce reason the router sets on a tier that
+// left the configuration while it still holds leases: it admits nothing
+// more, and a drain of it waits for its last lease.
+const removedReason = "removed"
+
+// tierState is the router's state of one tier key. It outlives
+// reconfigurations, so admission counts survive them, and it outlives the
+// tier's removal until its last lease is released.
+type tierState struct {
+	key       string
+	tierName  []string // {key}, the X-Sluice-Tier header value; never appended to.
+	admission *admission.Tier
+	cfg       atomic.Pointer[tierConfig]
+}
+
+// tierConfig is one applied configuration of a tier. It is immutable.
+type tierConfig struct {
+	tier          source.Tier // as applied; Spec is the source's own copy.
+	strategy      admission.Strategy
+	ids           []string        // sorted member ids.
+	members       []memberRoute   // sorted by id, parallel to ids.
+	allReady      map[string]bool // every member ready, for a Router without readiness; read-only.
+	headerTimeout time.Duration
+	idleTimeout   time.Duration
+}
+
+// memberRoute is where one member is reached.
+type memberRoute struct {
+	id         string
+	memberName []string // {id}, the X-Sluice-Member header value; never appended to.
+	scheme     string
+	host       string
+}
+
+// member returns the route of member id, or nil.
+func (c *tierConfig) member(id string) *memberRoute {
+	for i := range c.members {
+		if c.members[i].id == id {
+			return &c.members[i]
+		}
+	}
+	return nil
+}
+
+// aliasEntry is one alias of the table: the tier and the alias string itself
+// (so the request path need not allocate one).
+type aliasEntry struct {
+	alias string
+	tier  *tierState
+}
+
+// table is one immutable routing table, swapped atomically by Apply.
+type table struct {
+	loaded      bool                  // a source snapshot was applied.
+	aliases     map[string]aliasEntry // alias → tier.
+	served      []*tierState          // sorted by key.
+	retired     []*tierState          // removed but holding leases, sorted by key.
+	rejected    []source.Rejection
+	fileErrors  []source.FileError
+	applyErrors map[string]string // tier key → why its new configuration was not applied.
+	models      []byte            // the GET /v1/models body.
+}
+
+// lookup returns the state of the tier key and whether it is served; a
+// retired tier is found but not served.
+func (t *table) lookup(key string) (*tierState, bool) {
+	for i, list := range [][]*tierState{t.served, t.retired} {
+		j := sort.Search(len(list), func(j int) bool { return list[j].key >= key })
+		if j < len(list) && list[j].key == key {
+			return list[j], i == 0
+		}
+	}
+	return nil, false
+}
+
+// newTierConfig converts a source tier into the router's configuration and
+// the admission configuration and intent to apply with it.
+func newTierConfig(t source.Tier) (*tierConfig, admission.Config, admission.Intent, error) {
+	s := &t.Spec
+	cfg := &tierConfig{tier: t, headerTimeout: v1alpha1.DefaultResponseHeaderTimeout, idleTimeout: v1alpha1.DefaultIdleTimeout}
+	if u := s.Upstream; u != nil {
+		if u.ResponseHeaderTimeout != nil {
+			cfg.headerTimeout = u.ResponseHeaderTimeout.Duration
+		}
+		if u.IdleTimeout != nil {
+			cfg.idleTimeout = u.IdleTimeout.Duration
+		}
+	}
+	switch s.EffectiveStrategy() {
+	case v1alpha1.StrategyRoundRobin:
+		cfg.strategy = admission.StrategyRoundRobin
+	case v1alpha1.StrategyCapacity:
+		cfg.strategy = admission.StrategyCapacity
+	}
+	acfg := admission.Config{Strategy: cfg.strategy}
+	if s.MaxConcurrency != nil {
+		acfg.MaxConcurrency = int(*s.MaxConcurrency)
+	}
+	for _, m := range s.Members {
+		u, err := url.Parse(m.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			// The member id is safe to name; the endpoint is not quoted.
+			return nil, admission.Config{}, admission.Intent{}, fmt.Errorf("%w: member %s has an unusable endpoint", ErrInvalidTier, m.ID)
+		}
+		mc := admission.MemberConfig{ID: m.ID}
+		if m.MaxConcurrency != nil {
+			mc.MaxConcurrency = int(*m.MaxConcurrency)
+		}
+		acfg.Members = append(acfg.Members, mc)
+		cfg.members = append(cfg.members, memberRoute{id: m.ID, memberName: []string{m.ID}, scheme: u.Scheme, host: u.Host})
+	}
+	slices.SortFunc(cfg.members, func(a, b memberRoute) int {
+		switch {
+		case a.id < b.id:
+			return -1
+		case a.id > b.id:
+			return 1
+		}
+		return 0
+	})
+	cfg.allReady = make(map[string]bool, len(cfg.members))
+	for _, m := range cfg.members {
+		cfg.ids = append(cfg.ids, m.id)
+		cfg.allReady[m.id] = true
+	}
+	var intent admission.Intent
+	if q := s.Quiesce; q != nil {
+		intent.Tier = q.Tier
+		if len(q.Members) > 0 {
+			intent.Members = make(map[string]string, len(q.Members))
+			for id, reason := range q.Members {
+				intent.Members[id] = string(reason)
+			}
+		}
+	}
+	return cfg, acfg, intent, nil
+}
+
+// Apply installs a complete source snapshot. Each served tier is applied
+// atomically with admission.Tier.Apply (membership, ceilings and quiesce
+// intent together): retained members keep their counts, removed members
+// stop admitting and still receive their leases' releases, a lowered
+// ceiling only blocks new admissions. A tier that left the snapshot stops
+// admitting and stays visible on the admin API until its last lease is
+// released. A tier whose new configuration cannot be applied keeps its
+// previous one, and the error is reported on the admin API. Apply never
+// waits for in-flight requests; it is safe to call concurrently with
+// requests and with itself.
+func (rt *Router) Apply(s source.Snapshot) {
+	rt.applyMu.Lock()
+	defer rt.applyMu.Unlock()
+	old := rt.table.Load()
+	known := map[string]*tierState{}
+	for _, ts := range slices.Concat(old.served, old.retired) {
+		known[ts.key] = ts
+	}
+	next := &table{
+		loaded:      true,
+		aliases:     map[string]aliasEntry{},
+		rejected:    s.Rejected,
+		fileErrors:  s.Errors,
+		applyErrors: map[string]string{},
+	}
+	for _, t := range s.Tiers {
+		ts, err := rt.applyTier(known[t.Key], t)
+		if err != nil {
+			next.applyErrors[t.Key] = err.Error()
+			rt.log.Warn("tier not applied", "tier", t.Key, "error", err.Error())
+		}
+		if ts == nil {
+			continue
+		}
+		delete(known, t.Key)
+		next.served = append(next.served, ts)
+		for _, alias := range ts.cfg.Load().tier.Spec.Aliases {
+			if _, taken := next.aliases[alias]; !taken {
+				next.aliases[alias] = aliasEntry{alias: alias, tier: ts}
+			}
+		}
+	}
+	for _, ts := range known { // tiers that left the configuration.
+		_ = ts.admission.SetIntent(admission.Intent{Tier: removedReason})
+		if ts.admission.Snapshot().Active > 0 {
+			next.retired = append(next.retired, ts)
+		}
+	}
+	slices.SortFunc(next.served, byKey)
+	slices.SortFunc(next.retired, byKey)
+	next.models = modelsBody(next.aliases)
+	rt.table.Store(next)
+	rt.log.Info("configuration applied", "tiers", len(next.served), "rejected", len(next.rejected),
+		"source_errors", len(next.fileErrors), "apply_errors", len(next.applyErrors))
+}
+
+// applyTier applies one source tier to its state, creating the state for a
+// new key. On error it returns the state unchanged (nil for a new key): the
+// previous configuration stays in force.
+func (rt *Router) applyTier(ts *tierState, t source.Tier) (*tierState, error) {
+	cfg, acfg, intent, err := newTierConfig(t)
+	if err == nil && ts == nil {
+		var adm *admission.Tier
+		if adm, err = admission.New(acfg); err == nil {
+			ts = &tierState{key: t.Key, tierName: []string{t.Key}, admission: adm}
+		}
+	}
+	if err == nil {
+		err = ts.admission.Apply(acfg, intent)
+	}
+	if err != nil {
+		if ts != nil && ts.cfg.Load() == nil {
+			ts = nil
+		}
+		return ts, fmt.Errorf("%w: %w", ErrInvalidTier, err)
+	}
+	ts.cfg.Store(cfg)
+	return ts, nil
+}
+
+// byKey orders tier states by key.
+func byKey(a, b *tierState) int {
+	switch {
+	case a.key < b.key:
+		return -1
+	case a.key > b.key:
+		return 1
+	}
+	return 0
+}
+
+// modelsBody encodes the GET /v1/models list of the aliases, sorted.
+func modelsBody(aliases map[string]aliasEntry) []byte {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for alias := range aliases {
+		list.Data = append(list.Data, model{ID: alias, Object: "model", OwnedBy: "sluice"})
+	}
+	slices.SortFunc(list.Data, func(a, b model) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	body, err := json.Marshal(list)
+	if err != nil {
+		panic(err) // unreachable: strings and integers always encode.
+	}
+	return append(body, '\n')
+}

@@ -1,0 +1,145 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// Bounds of one manifest file.
+const (
+	// MaxFileBytes bounds a manifest file. It is the size limit of a
+	// ConfigMap, the usual way such a directory reaches a router pod, and far
+	// above what 256 tiers need.
+	MaxFileBytes = 1 << 20
+	// MaxDocuments bounds the YAML documents of one file: the router serves at
+	// most MaxTiers tiers, and a file cannot usefully declare more.
+	MaxDocuments = MaxTiers
+	// maxReportedErrors bounds the field errors quoted for one document, so a
+	// badly broken file cannot flood the admin API.
+	maxReportedErrors = 8
+	// maxMessageLength bounds one FileError message for the same reason.
+	maxMessageLength = 1024
+	// defaultNamespace is the namespace of a manifest without one, as
+	// kubectl would apply it.
+	defaultNamespace = "default"
+)
+
+// parseManifest decodes every ReplicaTier document of one multi-document
+// YAML file, keeps those whose spec.nodeName is node, and defaults and
+// validates them with v1alpha1.Default and v1alpha1.Validate. Any problem in
+// any document rejects the whole file with an error wrapping
+// ErrInvalidManifest; documents of other nodes are decoded but not
+// validated. Empty documents are skipped.
+func parseManifest(data []byte, node string) ([]v1alpha1.ReplicaTier, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var tiers []v1alpha1.ReplicaTier
+	seen := map[string]bool{}
+	for doc := 0; ; doc++ {
+		raw, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return tiers, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
+		}
+		if doc >= MaxDocuments {
+			return nil, fmt.Errorf("%w: more than %d documents", ErrInvalidManifest, MaxDocuments)
+		}
+		if isEmptyDocument(raw) {
+			continue
+		}
+		var t v1alpha1.ReplicaTier
+		if err := yaml.UnmarshalStrict(raw, &t); err != nil {
+			return nil, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
+		}
+		if t.APIVersion != v1alpha1.GroupVersion.String() || t.Kind != "ReplicaTier" {
+			return nil, fmt.Errorf("%w: document %d: want apiVersion %s and kind ReplicaTier",
+				ErrInvalidManifest, doc, v1alpha1.GroupVersion.String())
+		}
+		if t.Namespace == "" {
+			t.Namespace = defaultNamespace
+		}
+		if err := validateName(t.Namespace, t.Name); err != nil {
+			return nil, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
+		}
+		key := t.Namespace + "/" + t.Name
+		if seen[key] {
+			return nil, fmt.Errorf("%w: document %d: tier %s is declared twice", ErrInvalidManifest, doc, key)
+		}
+		seen[key] = true
+		if t.Spec.NodeName != node {
+			continue
+		}
+		v1alpha1.Default(&t)
+		if errs := v1alpha1.Validate(&t); len(errs) > 0 {
+			return nil, fmt.Errorf("%w: document %d (%s): %s", ErrInvalidManifest, doc, key, describe(errs))
+		}
+		t.Status = v1alpha1.ReplicaTierStatus{}
+		tiers = append(tiers, t)
+	}
+}
+
+// isEmptyDocument reports whether a YAML document holds only blank lines
+// and comments.
+func isEmptyDocument(doc []byte) bool {
+	for line := range bytes.Lines(doc) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// validateName checks a tier's namespace and name with the Kubernetes object
+// name rules, so keys are safe in URLs, headers and logs.
+func validateName(namespace, name string) error {
+	if msgs := utilvalidation.IsDNS1123Label(namespace); len(msgs) > 0 {
+		return fmt.Errorf("metadata.namespace: %s", msgs[0])
+	}
+	if name == "" {
+		return errors.New("metadata.name: Required value")
+	}
+	if msgs := utilvalidation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return fmt.Errorf("metadata.name: %s", msgs[0])
+	}
+	return nil
+}
+
+// describe formats field errors by path, type and detail, leaving out the
+// offending values (an endpoint could carry credentials).
+func describe(errs field.ErrorList) string {
+	parts := make([]string, 0, min(len(errs), maxReportedErrors)+1)
+	for i, e := range errs {
+		if i == maxReportedErrors {
+			parts = append(parts, fmt.Sprintf("and %d more", len(errs)-i))
+			break
+		}
+		s := e.Field + ": " + e.Type.String()
+		if e.Detail != "" {
+			s += ": " + e.Detail
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// message bounds an error's text for a FileError.
+func message(err error) string {
+	s := err.Error()
+	if len(s) > maxMessageLength {
+		s = strings.ToValidUTF8(s[:maxMessageLength], "") + "…"
+	}
+	return s
+}
