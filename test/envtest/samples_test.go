@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
@@ -19,9 +20,6 @@ var _ = Describe("config/samples", func() {
 		Expect(err).NotTo(HaveOccurred())
 		var tiers []*sluicev1.ReplicaTier
 		for _, f := range files {
-			if filepath.Base(f) == "kustomization.yaml" {
-				continue
-			}
 			raw, err := os.ReadFile(f) //nolint:gosec // test reads the repository's own samples.
 			Expect(err).NotTo(HaveOccurred())
 			t := &sluicev1.ReplicaTier{}
@@ -29,6 +27,11 @@ var _ = Describe("config/samples", func() {
 			Expect(sluicev1.Validate(t)).To(BeEmpty(), f)
 			t.Namespace = newNamespace(ctx)
 			Expect(k8sClient.Create(ctx, t)).To(Succeed(), f)
+			// The samples claim their aliases on gpu-node-1; free them for
+			// other specs that apply the samples too.
+			DeferCleanup(func(ctx context.Context) {
+				Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, t))).To(Succeed())
+			})
 			tiers = append(tiers, t)
 		}
 		Expect(tiers).To(HaveLen(3))

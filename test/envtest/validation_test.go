@@ -18,6 +18,9 @@ import (
 // The validation table runs against the API server here, once as a create
 // and once as an update of a valid object, and against v1alpha1.Validate;
 // all three must agree on every row.
+// validationNode is the node of every validation row's tiers.
+const validationNode = "validation-node"
+
 var _ = Describe("ReplicaTier validation", func() {
 	const ns = "validation"
 	BeforeEach(func(ctx context.Context) {
@@ -30,6 +33,9 @@ var _ = Describe("ReplicaTier validation", func() {
 			obj := validationtable.Base()
 			obj.Namespace = ns
 			obj.Name = fmt.Sprintf("row-%d", i)
+			// A node of its own keeps the rows' aliases from contesting
+			// the aliases of other specs' tiers.
+			obj.Spec.NodeName = validationNode
 			row.Mutate(obj)
 
 			goErrs := sluicev1.Validate(obj).ToAggregate()
@@ -38,6 +44,7 @@ var _ = Describe("ReplicaTier validation", func() {
 			base := validationtable.Base()
 			base.Namespace = ns
 			base.Name = fmt.Sprintf("row-%d-update", i)
+			base.Spec.NodeName = validationNode
 			Expect(k8sClient.Create(ctx, base)).To(Succeed())
 			// The manager patches the new object's status concurrently, so
 			// the update retries on a resourceVersion conflict.
