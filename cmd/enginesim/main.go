@@ -1,0 +1,106 @@
+// Command enginesim runs an OpenAI-compatible inference engine simulator for
+// sluice's tests, demo and benchmarks. See docs/ENGINESIM.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/enginesim"
+)
+
+const (
+	// defaultListen binds loopback: the simulator is a local test peer.
+	defaultListen = "127.0.0.1:8001"
+	// readHeaderTimeout bounds slow clients; it never limits a simulated
+	// stall, which happens after the request is read.
+	readHeaderTimeout = 10 * time.Second
+	// shutdownGrace is how long in-flight requests may finish after SIGTERM
+	// or SIGINT before their connections are closed.
+	shutdownGrace = 10 * time.Second
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run parses args, serves until SIGTERM or SIGINT and returns the exit code.
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("enginesim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := enginesim.DefaultConfig()
+	cfg.RegisterFlags(fs)
+	listen := fs.String("listen", defaultListen, "listen address")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		_, _ = fmt.Fprintf(stderr, "enginesim: invalid --log-level %q\n", *logLevel)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	handler, err := enginesim.NewServer(cfg, enginesim.WithLogger(logger))
+	if err != nil {
+		logger.Error("invalid configuration", "error", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", *listen)
+	if err != nil {
+		logger.Error("listen failed", "error", err)
+		return 1
+	}
+	if !isLoopback(ln.Addr()) {
+		logger.Warn("listening on a non-loopback address", "addr", ln.Addr().String())
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "model", cfg.Model, "flavor", cfg.Flavor.String(),
+		"max_num_seqs", cfg.MaxNumSeqs, "hidden_load", cfg.HiddenLoad)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		logger.Error("serve failed", "error", err)
+		return 1
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("graceful shutdown timed out; closing connections", "error", err)
+		_ = srv.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error("serve failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// isLoopback reports whether a listener address is a loopback IP.
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

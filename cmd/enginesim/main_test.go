@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// failsafe bounds every wait so that a bug fails the test instead of hanging
+// it; no test relies on it passing.
+const failsafe = 30 * time.Second
+
+func TestRunRejectsBadArguments(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined"},
+		{"unknown flavor", []string{"--flavor=triton"}, "unknown metrics flavor"},
+		{"invalid config", []string{"--hidden-load=16", "--max-num-seqs=16"}, "hidden-load"},
+		{"invalid log level", []string{"--log-level=loud"}, "invalid --log-level"},
+		{"unusable listen address", []string{"--listen=256.0.0.1:1"}, "listen failed"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, &stderr); code == 0 {
+				t.Fatalf("run(%v) = 0, want a failure", tc.args)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q does not mention %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// lineWriter collects log output and reports the first line containing a
+// substring.
+type lineWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	match string
+	found chan string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for _, line := range strings.Split(string(p), "\n") {
+		if w.match != "" && strings.Contains(line, w.match) {
+			w.found <- line
+			w.match = ""
+		}
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func TestRunServesUntilSIGTERM(t *testing.T) {
+	w := &lineWriter{match: "msg=listening", found: make(chan string, 1)}
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--listen=127.0.0.1:0", "--model=m", "--ttft-base=0", "--itl-base=0",
+			"--ttft-per-seq=0", "--itl-per-seq=0", "--flavor=tgi"}, w)
+	}()
+	var line string
+	select {
+	case line = <-w.found:
+	case c := <-code:
+		t.Fatalf("run returned %d before listening: %s", c, w.String())
+	case <-time.After(failsafe):
+		t.Fatal("no listening line")
+	}
+	_, addr, ok := strings.Cut(line, "addr=")
+	if !ok {
+		t.Fatalf("listening line without addr: %q", line)
+	}
+	addr, _, _ = strings.Cut(addr, " ")
+
+	ctx, cancel := context.WithTimeout(context.Background(), failsafe)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","messages":[],"max_tokens":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"The quick"`) {
+		t.Fatalf("status %d body %s err %v", resp.StatusCode, body, err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+
+	// run has registered its signal handler before logging "listening", so
+	// this SIGTERM reaches run and not the default handler.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("run returned %d: %s", c, w.String())
+		}
+	case <-time.After(failsafe):
+		t.Fatal("run did not return after SIGTERM")
+	}
+	if !strings.Contains(w.String(), "shutting down") {
+		t.Fatalf("log = %s", w.String())
+	}
+}
