@@ -1,6 +1,10 @@
 package pressure
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluice-dev/sluice/internal/memberhttp"
+)
 
 // Errors returned by this package. Collection errors are classified by the
 // Cache: ErrTransport, ErrTimeout and ErrHTTPStatus make a sample failed;
@@ -14,15 +18,15 @@ var (
 	// pressure series.
 	ErrMissingSeries = errors.New("pressure: no pressure series in the exposition")
 	// ErrBodyTooLarge reports a metrics body larger than MaxBodyBytes.
-	ErrBodyTooLarge = errors.New("pressure: metrics body exceeds the size bound")
+	ErrBodyTooLarge = memberhttp.ErrBodyTooLarge
 	// ErrTransport reports a metrics request that failed before a complete
 	// body arrived.
-	ErrTransport = errors.New("pressure: metrics request failed")
+	ErrTransport = memberhttp.ErrTransport
 	// ErrTimeout reports a metrics request that did not finish within
 	// FetchTimeout.
-	ErrTimeout = errors.New("pressure: metrics request timed out")
+	ErrTimeout = memberhttp.ErrTimeout
 	// ErrHTTPStatus reports a metrics response whose status is not 2xx.
-	ErrHTTPStatus = errors.New("pressure: metrics endpoint returned a non-2xx status")
+	ErrHTTPStatus = memberhttp.ErrHTTPStatus
 	// ErrInvalidMetricsURL reports a metrics URL that is not an absolute
 	// http or https URL with a host.
 	ErrInvalidMetricsURL = errors.New("pressure: invalid metrics URL")

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/memberhttp"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -64,17 +61,7 @@ type HTTPCollector struct {
 
 // defaultClient is shared by every HTTPCollector without a Client so that
 // connections to a member are reused across refreshes.
-var defaultClient = &http.Client{
-	Timeout: FetchTimeout,
-	Transport: &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: FetchTimeout}).DialContext,
-		MaxIdleConnsPerHost:   1,
-		IdleConnTimeout:       30 * time.Second,
-		ResponseHeaderTimeout: FetchTimeout,
-	},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
+var defaultClient = memberhttp.NewClient(FetchTimeout)
 
 // Collect implements Collector. Its errors never contain the URL, the
 // address or the body.
@@ -83,69 +70,34 @@ func (h HTTPCollector) Collect(ctx context.Context, target Target) (scheduler.Te
 	if client == nil {
 		client = defaultClient
 	}
-	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.MetricsURL, nil)
-	if err != nil {
+	body, err := memberhttp.Get(ctx, client, target.MetricsURL, "text/plain;version=0.0.4", FetchTimeout, MaxBodyBytes)
+	if errors.Is(err, memberhttp.ErrInvalidURL) {
 		return scheduler.Telemetry{}, ErrInvalidMetricsURL
 	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := client.Do(req)
 	if err != nil {
-		return scheduler.Telemetry{}, transportError(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return scheduler.Telemetry{}, fmt.Errorf("%w: %d", ErrHTTPStatus, resp.StatusCode)
-	}
-	if resp.ContentLength > MaxBodyBytes {
-		return scheduler.Telemetry{}, ErrBodyTooLarge
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
-	if err != nil {
-		return scheduler.Telemetry{}, transportError(err)
-	}
-	if len(body) > MaxBodyBytes {
-		return scheduler.Telemetry{}, ErrBodyTooLarge
+		return scheduler.Telemetry{}, err
 	}
 	return Parse(target.Engine, bytes.NewReader(body))
-}
-
-// transportError maps a client or body-read error to ErrTimeout or
-// ErrTransport, dropping the original message, which names the address.
-func transportError(err error) error {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return ErrTimeout
-	}
-	return ErrTransport
 }
 
 // MetricsURL joins a member endpoint and a metrics path into the absolute
 // URL a Target needs. An empty path means DefaultMetricsPath; a non-empty
 // path must start with "/". The endpoint must be an absolute http or https
-// URL with a host and no query or fragment. Errors wrap ErrInvalidMetricsURL.
+// URL with a host and no user info, query or fragment. Errors wrap
+// ErrInvalidMetricsURL.
 func MetricsURL(endpoint, path string) (string, error) {
 	if path == "" {
 		path = DefaultMetricsPath
 	}
-	if !strings.HasPrefix(path, "/") {
+	u, err := memberhttp.JoinURL(endpoint, path)
+	if err != nil {
 		return "", ErrInvalidMetricsURL
 	}
-	u, err := url.Parse(endpoint)
-	if err != nil || !validHTTPURL(u) || u.RawQuery != "" || u.Fragment != "" {
-		return "", ErrInvalidMetricsURL
-	}
-	joined := u.JoinPath(path)
-	return joined.String(), nil
+	return u, nil
 }
 
 // validMetricsURL reports whether raw is an absolute http(s) URL with a host.
 func validMetricsURL(raw string) bool {
 	u, err := url.Parse(raw)
-	return err == nil && validHTTPURL(u)
-}
-
-func validHTTPURL(u *url.URL) bool {
-	return (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
+	return err == nil && memberhttp.ValidURL(u)
 }

@@ -1,20 +1,24 @@
 package readiness
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluice-dev/sluice/internal/memberhttp"
+)
 
 // Errors returned by this package. Every probe error makes a member not
 // ready; none is retained.
 var (
 	// ErrTransport reports a models request that failed before a complete
 	// body arrived.
-	ErrTransport = errors.New("readiness: models request failed")
+	ErrTransport = memberhttp.ErrTransport
 	// ErrTimeout reports a models request that did not finish within
 	// ProbeTimeout.
-	ErrTimeout = errors.New("readiness: models request timed out")
+	ErrTimeout = memberhttp.ErrTimeout
 	// ErrHTTPStatus reports a models response whose status is not 2xx.
-	ErrHTTPStatus = errors.New("readiness: models endpoint returned a non-2xx status")
+	ErrHTTPStatus = memberhttp.ErrHTTPStatus
 	// ErrBodyTooLarge reports a models body larger than MaxBodyBytes.
-	ErrBodyTooLarge = errors.New("readiness: models body exceeds the size bound")
+	ErrBodyTooLarge = memberhttp.ErrBodyTooLarge
 	// ErrMalformedResponse reports a models body that is not an OpenAI model
 	// list ({"object":"list","data":[{"id":...}]}).
 	ErrMalformedResponse = errors.New("readiness: models body is not a model list")

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/memberhttp"
 )
 
 const (
@@ -57,17 +55,7 @@ type HTTPProber struct {
 
 // defaultClient is shared by every HTTPProber without a Client so that
 // connections to a member are reused across probes.
-var defaultClient = &http.Client{
-	Timeout: ProbeTimeout,
-	Transport: &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: ProbeTimeout}).DialContext,
-		MaxIdleConnsPerHost:   1,
-		IdleConnTimeout:       30 * time.Second,
-		ResponseHeaderTimeout: ProbeTimeout,
-	},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
+var defaultClient = memberhttp.NewClient(ProbeTimeout)
 
 // modelList is the OpenAI list shape. Pointers tell an absent field from an
 // empty one.
@@ -85,30 +73,12 @@ func (p HTTPProber) Probe(ctx context.Context, target Target) error {
 	if client == nil {
 		client = defaultClient
 	}
-	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.ModelsURL, nil)
-	if err != nil {
+	body, err := memberhttp.Get(ctx, client, target.ModelsURL, "application/json", ProbeTimeout, MaxBodyBytes)
+	if errors.Is(err, memberhttp.ErrInvalidURL) {
 		return ErrInvalidEndpoint
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
 	if err != nil {
-		return transportError(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("%w: %d", ErrHTTPStatus, resp.StatusCode)
-	}
-	if resp.ContentLength > MaxBodyBytes {
-		return ErrBodyTooLarge
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
-	if err != nil {
-		return transportError(err)
-	}
-	if len(body) > MaxBodyBytes {
-		return ErrBodyTooLarge
+		return err
 	}
 	return CheckModelList(body, target.ServedModel)
 }
@@ -133,25 +103,14 @@ func CheckModelList(body []byte, servedModel string) error {
 	return ErrModelNotServed
 }
 
-// transportError maps a client or body-read error to ErrTimeout or
-// ErrTransport, dropping the original message, which names the address.
-func transportError(err error) error {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return ErrTimeout
-	}
-	return ErrTransport
-}
-
 // ModelsURL returns the model list URL of a member endpoint: the endpoint
 // with ModelsPath appended. The endpoint must be an absolute http or https
 // URL with a host and without userinfo, query or fragment; otherwise the
 // error is ErrInvalidEndpoint.
 func ModelsURL(endpoint string) (string, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	u, err := memberhttp.JoinURL(endpoint, ModelsPath)
+	if err != nil {
 		return "", ErrInvalidEndpoint
 	}
-	return u.JoinPath(ModelsPath).String(), nil
+	return u, nil
 }
