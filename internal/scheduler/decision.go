@@ -114,7 +114,7 @@ func (d Decision) Validate() error {
 	case d.Reason != ReasonSelected && d.Reason != ReasonNoEligibleMember:
 		return ErrInvalidDecision
 	}
-	var ranks uint32
+	var ranks, members uint32
 	for i, id := range d.EligibleIDs {
 		if !ValidMemberID(id) || (i > 0 && d.EligibleIDs[i-1] >= id) {
 			return ErrInvalidDecision
@@ -125,9 +125,13 @@ func (d Decision) Validate() error {
 			return ErrInvalidDecision
 		}
 		ranks |= 1 << s.RotatingRank
-		if _, found := slices.BinarySearch(d.EligibleIDs, s.MemberID); !found {
+		// Every row names a distinct eligible member: with as many rows as
+		// eligible ids, the rows then cover the eligible set exactly.
+		pos, found := slices.BinarySearch(d.EligibleIDs, s.MemberID)
+		if !found || members&(1<<pos) != 0 {
 			return ErrInvalidDecision
 		}
+		members |= 1 << pos
 		if i > 0 && compareScores(d.Scores[i-1], s) >= 0 {
 			return ErrInvalidDecision
 		}

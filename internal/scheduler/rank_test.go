@@ -448,6 +448,7 @@ func TestDecisionValidate(t *testing.T) {
 		{"ppm on non-fresh", func(d *scheduler.Decision) { d.Scores[1].UpstreamPPM = 1 }},
 		{"unknown freshness", func(d *scheduler.Decision) { d.Scores[1].UpstreamFreshness = "warm" }},
 		{"unsafe member id", func(d *scheduler.Decision) { d.Scores[0].MemberID = "C" }},
+		{"one member in two rows", func(d *scheduler.Decision) { d.Scores[2].MemberID = d.Scores[1].MemberID }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
