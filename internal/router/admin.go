@@ -197,6 +197,12 @@ func ceiling(c int) *int {
 }
 
 func (a *Admin) capacity(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, a.Capacity())
+}
+
+// Capacity returns the view GET /admin/v1/capacity serves. It reads
+// snapshots and never waits; the router's status reporter calls it.
+func (a *Admin) Capacity() CapacityView {
 	tab := a.rt.table.Load()
 	view := CapacityView{Tiers: []TierCapacity{}}
 	for _, ts := range slices.Concat(tab.served, tab.retired) {
@@ -216,7 +222,7 @@ func (a *Admin) capacity(w http.ResponseWriter, _ *http.Request) {
 		}
 		return 0
 	})
-	writeJSON(w, http.StatusOK, view)
+	return view
 }
 
 // tierCapacity projects one tier's admission snapshot, readiness and
@@ -312,7 +318,8 @@ type TierView struct {
 	IdleTimeout string `json:"idle_timeout"`
 	// Quiesce is the applied quiesce intent.
 	Quiesce QuiesceView `json:"quiesce"`
-	// Rejection says why a tier is not served: AliasConflict or Duplicate.
+	// Rejection says why a tier is not served: AliasConflict, Duplicate,
+	// NotAccepted (kube source) or MemberLimit.
 	Rejection *RejectionView `json:"rejection,omitempty"`
 	// SourceError is the current error of the tier's file, which keeps the
 	// tier on its last good configuration.
@@ -343,7 +350,7 @@ type QuiesceView struct {
 
 // RejectionView says why a valid tier is not served.
 type RejectionView struct {
-	// Reason is AliasConflict or Duplicate.
+	// Reason is AliasConflict, Duplicate, NotAccepted or MemberLimit.
 	Reason string `json:"reason"`
 	// Message names the winning tier or file.
 	Message string `json:"message"`

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
@@ -233,15 +234,19 @@ type fixture struct {
 	outcomes chan Outcome
 	logs     *syncBuffer
 	client   *http.Client
+	evidence *evidence.Log      // every request's decision record.
+	sink     *evidence.FileSink // the records' JSONL file, when fixtureOptions.decisionFile is set.
+	sinkPath string
 
 	mu       sync.Mutex
 	releases map[string]int // "tier#member" → calls of Lease.Release.
 }
 
 type fixtureOptions struct {
-	keys       *Keys
-	adminToken *Keys
-	maxBody    int64
+	keys         *Keys
+	adminToken   *Keys
+	maxBody      int64
+	decisionFile string // a JSONL file sink for the decision log.
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -254,13 +259,17 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		logs:     &syncBuffer{},
 		releases: map[string]int{},
 	}
+	f.evidence, f.sink = newEvidenceLog(t, o.decisionFile)
+	f.sinkPath = o.decisionFile
 	f.rt = New(Options{
 		Readiness:    f.ready,
 		Pressure:     f.pressure,
 		Keys:         o.keys,
 		MaxBodyBytes: o.maxBody,
 		Logger:       slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Recorder:     recorderFunc(func(o Outcome) { f.outcomes <- o }),
+		// The decision log first: once an outcome is on the channel, its
+		// record is in the log.
+		Recorder: Recorders{EvidenceRecorder(f.evidence), recorderFunc(func(o Outcome) { f.outcomes <- o })},
 	})
 	f.rt.onRelease = func(tier, member string) {
 		f.mu.Lock()

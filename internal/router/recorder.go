@@ -3,14 +3,16 @@ package router
 import (
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
 // Recorder receives one Outcome per request on the inference routes, after
 // the request ended and its lease (if any) was released. It is the seam for
-// the decision log. Record is called on the request's goroutine, so it must
-// be fast and must not block. The Outcome, its Selection included, is the
-// recorder's own copy.
+// the decision log (EvidenceRecorder) and the request metrics. Record is
+// called on the request's goroutine, so it must be fast and must not block.
+// The Outcome, its Selection included, is the recorders' own copy; when
+// several recorders share it (Recorders), none may change the Selection.
 type Recorder interface {
 	// Record takes one request's outcome.
 	Record(o Outcome)
@@ -93,9 +95,62 @@ type Outcome struct {
 	// FirstByte is from Start to the member's response headers; zero when
 	// none arrived.
 	FirstByte time.Duration
+	// Schedule is the time spent building the admission inputs and in
+	// Acquire; zero for requests refused before admission.
+	Schedule time.Duration
+	// Dispatch is from Start to the start of the upstream attempt (gates
+	// and admission); zero unless admitted.
+	Dispatch time.Duration
 	// End is how the upstream exchange ended; empty unless admitted.
 	End End
 	// Selection is the lease's scheduler decision for Capacity tiers (the
 	// captured one, never recomputed) and nil otherwise.
 	Selection *scheduler.Decision
+}
+
+// Evidence returns the outcome's decision record. The fields map one to
+// one (Result is the record's Outcome, End its stream outcome, Code its
+// refusal reason or upstream error code); the Selection pointer is carried
+// over, not copied, so the record shares it.
+func (o *Outcome) Evidence() evidence.Record {
+	return evidence.Record{
+		RequestID: o.RequestID,
+		Time:      o.Start,
+		Duration:  o.Duration,
+		Alias:     o.Alias,
+		Tier:      o.Tier,
+		Outcome:   evidence.Outcome(o.Result),
+		Code:      o.Code,
+		Status:    o.Status,
+		Member:    o.Member,
+		Dispatch:  o.Dispatch,
+		FirstByte: o.FirstByte,
+		End:       evidence.StreamOutcome(o.End),
+		Scheduler: o.Selection,
+	}
+}
+
+// EvidenceRecorder returns a Recorder that adds every Outcome's decision
+// record to l.
+func EvidenceRecorder(l *evidence.Log) Recorder {
+	return evidenceRecorder{log: l}
+}
+
+// evidenceRecorder adds outcomes to a decision log.
+type evidenceRecorder struct {
+	log *evidence.Log
+}
+
+// Record implements Recorder.
+func (r evidenceRecorder) Record(o Outcome) { r.log.Add(o.Evidence()) }
+
+// Recorders is a Recorder that passes every Outcome to each of its
+// recorders, in order.
+type Recorders []Recorder
+
+// Record implements Recorder.
+func (rs Recorders) Record(o Outcome) {
+	for _, r := range rs {
+		r.Record(o)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -202,7 +203,9 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	w.Header()[headerTier] = ts.tierName
 
 	// 2 and 3. Completed snapshots, then one admission decision.
+	scheduled := rt.clock.Now()
 	lease, cfg, err := rt.acquire(ts)
+	o.Schedule = rt.clock.Since(scheduled)
 	if err != nil {
 		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
 		return
@@ -217,6 +220,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	// 4 and 5. Exactly one upstream attempt; the lease is released when it
 	// ends, however it ends.
 	o.Result, o.Member = ResultAdmitted, lease.Member()
+	o.Dispatch = o.Schedule + scheduled.Sub(o.Start)
 	if rt.recorder != nil {
 		o.Selection = lease.Selection()
 	}
@@ -226,6 +230,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		// Unreachable: a lease names a member of the configuration it was
 		// acquired under. Answer as an upstream failure rather than crash.
 		ex.release()
+		ex.outcome.End = EndUnavailable
 		rt.refuse(w, &ex.outcome, ResultAdmitted, errUpstreamUnavailable)
 		return
 	}
@@ -339,15 +344,9 @@ func (rt *Router) finish(o *Outcome) {
 	if !rt.log.Enabled(ctx, level) {
 		return
 	}
-	rt.log.LogAttrs(ctx, level, "request",
-		slog.String("request_id", o.RequestID),
-		slog.String("tier", o.Tier),
-		slog.String("member", o.Member),
-		slog.String("result", string(o.Result)),
-		slog.String("code", o.Code),
-		slog.Int("status", o.Status),
-		slog.String("end", string(o.End)),
-		slog.Duration("duration", o.Duration),
-		slog.Duration("first_byte", o.FirstByte),
-	)
+	// The access line is the decision record's line: the same nine
+	// attributes as ever, plus three for a valid Capacity selection.
+	rec := o.Evidence()
+	var attrs [evidence.LineAttrs]slog.Attr
+	rt.log.LogAttrs(ctx, level, "request", rec.AppendAttrs(attrs[:0])...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +23,14 @@ const (
 
 // TestSentinel sends requests whose prompts, credentials and upstream
 // bodies carry markers, through every router-produced error and every
-// upstream failure, and checks that no router error body, log line or admin
-// response carries a marker, an address or raw Go error text.
+// upstream failure, and checks that no router error body, log line, admin
+// response, decision record, decision line, decision summary or decision
+// file carries a marker, an address or raw Go error text.
 func TestSentinel(t *testing.T) {
 	keys, _ := ParseKeys([]byte(goodKeyMarker + "\n"))
 	token, _ := ParseKeys([]byte("admin-token\n"))
-	f := newFixture(t, fixtureOptions{keys: keys, adminToken: token, maxBody: 4096})
+	f := newFixture(t, fixtureOptions{keys: keys, adminToken: token, maxBody: 4096,
+		decisionFile: filepath.Join(t.TempDir(), "decisions.jsonl")})
 	auth := http.Header{"Authorization": {"Bearer " + goodKeyMarker}}
 	admin := http.Header{"Authorization": {"Bearer admin-token"}}
 
@@ -100,6 +103,7 @@ func TestSentinel(t *testing.T) {
 	send("MODEL-"+promptMarker, "", auth, 404, true)
 	send("llama", `{"model":"llama","pad":"`+strings.Repeat(promptMarker, 300)+`"}`, auth, 413, true)
 	send("llama", "", auth, 200, false)
+	send("llama", "", with(auth, "X-Request-Id", "http://127.0.0.1:9/"+promptMarker), 200, false) // not a safe id: replaced.
 	send("llama", "", with(auth, "X-Mode", "500"), 500, false)
 	send("down", "", auth, 502, true)
 	send("slow", "", with(auth, "X-Mode", "stall"), 504, true)
@@ -161,4 +165,5 @@ func TestSentinel(t *testing.T) {
 		check("an admin response", a)
 	}
 	check("the logs", logs)
+	checkEvidenceSentinel(t, f, check)
 }

@@ -367,6 +367,7 @@ func TestTerminalPaths(t *testing.T) {
 				if (strategy == v1alpha1.StrategyCapacity) != (o.Selection != nil) {
 					t.Errorf("selection = %v, want one exactly for Capacity", o.Selection)
 				}
+				checkTerminalEvidence(t, f, o, strategy)
 				if got := f.releaseCalls("ns/llama", "gpu0"); got != 1 || f.totalReleases() != 1 {
 					t.Errorf("release calls = %d (total %d), want exactly 1", got, f.totalReleases())
 				}

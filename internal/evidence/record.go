@@ -1,0 +1,232 @@
+package evidence
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/scheduler"
+)
+
+// Outcome is the admission outcome of a request, the record's "outcome".
+type Outcome string
+
+// The closed set of Outcome values. They are the router's Result values.
+const (
+	// OutcomeAdmitted means a lease was acquired and exactly one upstream
+	// attempt was made.
+	OutcomeAdmitted Outcome = "admitted"
+	// OutcomeNotAdmitted means the tier's admission owner refused the
+	// request (capacity exhausted, tier quiesced, no eligible member): no
+	// lease, no attempt.
+	OutcomeNotAdmitted Outcome = "not_admitted"
+	// OutcomeRefused means a request-wide gate refused the request before
+	// admission: no lease, no attempt.
+	OutcomeRefused Outcome = "refused"
+)
+
+// StreamOutcome says how an admitted request's single upstream exchange
+// ended, the attempt's "stream_outcome". The values are the router's End
+// values.
+type StreamOutcome string
+
+// The closed set of StreamOutcome values.
+const (
+	// StreamComplete means the member's response was relayed to its end.
+	StreamComplete StreamOutcome = "complete"
+	// StreamUpstreamUnavailable means the member failed before response
+	// headers; the client got 502 upstream_unavailable.
+	StreamUpstreamUnavailable StreamOutcome = "upstream_unavailable"
+	// StreamHeaderTimeout means no response headers arrived in time; the
+	// client got 504 upstream_timeout.
+	StreamHeaderTimeout StreamOutcome = "header_timeout"
+	// StreamIdleTimeout means the response body stalled; the client's
+	// response was aborted.
+	StreamIdleTimeout StreamOutcome = "idle_timeout"
+	// StreamUpstreamError means the member's body failed mid-way.
+	StreamUpstreamError StreamOutcome = "upstream_error"
+	// StreamClientGone means the client went away first.
+	StreamClientGone StreamOutcome = "client_gone"
+	// StreamAborted means relaying to the client failed for another reason.
+	StreamAborted StreamOutcome = "aborted"
+)
+
+// valid reports whether s is in the closed set.
+func (s StreamOutcome) valid() bool {
+	switch s {
+	case StreamComplete, StreamUpstreamUnavailable, StreamHeaderTimeout, StreamIdleTimeout,
+		StreamUpstreamError, StreamClientGone, StreamAborted:
+		return true
+	}
+	return false
+}
+
+// The router error codes a record carries as its refusal reason or, for an
+// admitted request the router answered itself, as the code of its line.
+const (
+	// CodeInvalidRequestBody is a gate refusal: not a JSON object with a
+	// string model.
+	CodeInvalidRequestBody = "invalid_request_body"
+	// CodeInvalidAPIKey is a gate refusal: missing or wrong API key.
+	CodeInvalidAPIKey = "invalid_api_key"
+	// CodeModelNotFound is a gate refusal: unknown alias.
+	CodeModelNotFound = "model_not_found"
+	// CodeMethodNotAllowed is a gate refusal: not POST.
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeRequestTooLarge is a gate refusal: body above the limit.
+	CodeRequestTooLarge = "request_too_large"
+	// CodeCapacityExhausted is an admission refusal: the tier or every
+	// eligible member is at its ceiling.
+	CodeCapacityExhausted = "capacity_exhausted"
+	// CodeTierQuiesced is an admission refusal: the tier is quiesced.
+	CodeTierQuiesced = "tier_quiesced"
+	// CodeNoEligibleMember is an admission refusal: no member is ready and
+	// admitting.
+	CodeNoEligibleMember = "no_eligible_member"
+	// CodeUpstreamUnavailable is the router's 502 for an admitted request
+	// whose member failed before response headers.
+	CodeUpstreamUnavailable = "upstream_unavailable"
+	// CodeUpstreamTimeout is the router's 504 for an admitted request whose
+	// member sent no response headers in time.
+	CodeUpstreamTimeout = "upstream_timeout"
+)
+
+// gateCode reports whether code is a gate refusal reason.
+func gateCode(code string) bool {
+	switch code {
+	case CodeInvalidRequestBody, CodeInvalidAPIKey, CodeModelNotFound, CodeMethodNotAllowed, CodeRequestTooLarge:
+		return true
+	}
+	return false
+}
+
+// admissionCode reports whether code is an admission refusal reason.
+func admissionCode(code string) bool {
+	switch code {
+	case CodeCapacityExhausted, CodeTierQuiesced, CodeNoEligibleMember:
+		return true
+	}
+	return false
+}
+
+// Record is one inference request's decision record. It carries ids,
+// enums, counts and timings only. The fields mirror the router's Outcome;
+// the JSON form (MarshalJSON) groups the attempt fields into "attempts".
+type Record struct {
+	// RequestID is the X-Request-Id the client got.
+	RequestID string
+	// Time is when the router received the request.
+	Time time.Time
+	// Duration is from Time to the end of the request.
+	Duration time.Duration
+	// Alias is the model alias the request named; empty when a gate refused
+	// the request before alias resolution.
+	Alias string
+	// Tier is the tier's namespace/name; empty when unresolved.
+	Tier string
+	// Outcome is the admission outcome.
+	Outcome Outcome
+	// Code is the router's error code: the refusal reason of refused and
+	// not-admitted requests, upstream_unavailable or upstream_timeout for an
+	// admitted request the router answered with 502 or 504, empty
+	// otherwise.
+	Code string
+	// Status is the HTTP status the client got (499 when it left before
+	// response headers).
+	Status int
+	// Member is the leased member; empty unless admitted.
+	Member string
+	// Dispatch is from Time to the start of the upstream attempt (gates and
+	// admission); zero unless admitted.
+	Dispatch time.Duration
+	// FirstByte is from Time to the member's response headers; zero when
+	// none arrived.
+	FirstByte time.Duration
+	// End is how the upstream exchange ended; empty unless admitted.
+	End StreamOutcome
+	// Scheduler is the Capacity lease's captured decision, nil for every
+	// other record. The record owns it: nobody may change it after the
+	// record is built.
+	Scheduler *scheduler.Decision
+}
+
+// SchedulerValid reports whether r carries a scheduler payload every
+// surface accepts: the record is admitted, the decision selected r.Member
+// with reason selected, the decision passes scheduler.Decision.Validate (at
+// most 16 rows, the selected member is the first row, eligible ids sorted
+// and unique, as many rows as eligible ids, each row's member eligible,
+// ranks unique and in range, freshness and PPM agree, rows in rank order),
+// and no member has two rows, so rows and eligible ids match one to one.
+func (r *Record) SchedulerValid() bool {
+	d := r.Scheduler
+	return d != nil && r.Outcome == OutcomeAdmitted && d.Reason == scheduler.ReasonSelected &&
+		d.SelectedMemberID == r.Member && d.Validate() == nil && distinctRows(d)
+}
+
+// distinctRows reports whether every score row names a different eligible
+// member. Validate checks each row's member is eligible and the counts
+// match, not that no member appears twice. d must pass Validate.
+func distinctRows(d *scheduler.Decision) bool {
+	var seen uint32 // bit i: EligibleIDs[i] has a row; at most MaxMembers bits.
+	for _, s := range d.Scores {
+		i, found := slices.BinarySearch(d.EligibleIDs, s.MemberID)
+		if !found || seen&(1<<i) != 0 {
+			return false
+		}
+		seen |= 1 << i
+	}
+	return true
+}
+
+// sanitize drops an invalid scheduler payload and reports whether it did.
+func (r *Record) sanitize() bool {
+	if r.Scheduler != nil && !r.SchedulerValid() {
+		r.Scheduler = nil
+		return true
+	}
+	return false
+}
+
+// StatusClass returns the class of an HTTP status: "1xx" to "5xx", or
+// "none" for a status outside 100..599 (no status).
+func StatusClass(status int) string {
+	switch {
+	case status >= 100 && status < 200:
+		return "1xx"
+	case status >= 200 && status < 300:
+		return "2xx"
+	case status >= 300 && status < 400:
+		return "3xx"
+	case status >= 400 && status < 500:
+		return "4xx"
+	case status >= 500 && status < 600:
+		return "5xx"
+	}
+	return statusNone
+}
+
+// statusNone is the status class of a record without a status.
+const statusNone = "none"
+
+// attemptDuration returns the attempt's duration: from dispatch to the end.
+func (r *Record) attemptDuration() time.Duration {
+	return max(r.Duration-r.Dispatch, 0)
+}
+
+// attemptFirstByte returns the attempt's first-byte latency, from dispatch
+// to the member's response headers, and false when none arrived.
+func (r *Record) attemptFirstByte() (time.Duration, bool) {
+	if r.FirstByte <= 0 {
+		return 0, false
+	}
+	return max(r.FirstByte-r.Dispatch, 0), true
+}
+
+// UpstreamFirstByte returns the first-byte latency of an admitted record's
+// attempt, from dispatch to the member's response headers, and false when
+// the record has no attempt or no headers arrived.
+func (r *Record) UpstreamFirstByte() (time.Duration, bool) {
+	if r.Outcome != OutcomeAdmitted {
+		return 0, false
+	}
+	return r.attemptFirstByte()
+}

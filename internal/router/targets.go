@@ -1,0 +1,33 @@
+package router
+
+import (
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/pressure"
+)
+
+// MetricsTargets returns, for a served Capacity tier, the pressure target
+// (metrics URL and engine) of each member that declares metrics, as
+// PressureTiers registers them with the pressure cache. It returns nil for
+// other tiers. The telemetry collectors use it to label the age of each
+// member's last metrics fetch with the member's id; the URLs never leave the
+// process.
+func (rt *Router) MetricsTargets(tier string) map[string]pressure.Target {
+	ts, served := rt.table.Load().lookup(tier)
+	if ts == nil || !served {
+		return nil
+	}
+	spec := &ts.cfg.Load().tier.Spec
+	if spec.EffectiveStrategy() != v1alpha1.StrategyCapacity {
+		return nil
+	}
+	out := make(map[string]pressure.Target, len(spec.Members))
+	for _, m := range spec.Members {
+		if m.Metrics == nil {
+			continue
+		}
+		if u, err := pressure.MetricsURL(m.Endpoint, m.Metrics.Path); err == nil {
+			out[m.ID] = pressure.Target{MetricsURL: u, Engine: pressure.Engine(m.Metrics.Engine)}
+		}
+	}
+	return out
+}

@@ -1,0 +1,177 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/pressure"
+	"github.com/sluice-dev/sluice/internal/scheduler"
+)
+
+// The closed set of result label values of sluice_pressure_fetch_total.
+const (
+	// FetchSuccess is a fetch that returned telemetry within
+	// pressure.FetchTimeout.
+	FetchSuccess = "success"
+	// FetchTimeout is a fetch that timed out, or returned after
+	// pressure.FetchTimeout by the clock (the cache counts it failed).
+	FetchTimeout = "timeout"
+	// FetchTransportError is a fetch whose connection failed.
+	FetchTransportError = "transport_error"
+	// FetchHTTPError is a fetch answered with a non-2xx status.
+	FetchHTTPError = "http_error"
+	// FetchBodyTooLarge is a fetch whose body exceeded pressure.MaxBodyBytes.
+	FetchBodyTooLarge = "body_too_large"
+	// FetchParseError is a fetch whose body did not parse as an exposition.
+	FetchParseError = "parse_error"
+	// FetchMissingSeries is a fetch whose exposition lacked the engine's
+	// pressure series.
+	FetchMissingSeries = "missing_series"
+	// FetchCancelled is a fetch cancelled because the cache closed or the
+	// member was removed.
+	FetchCancelled = "cancelled"
+	// FetchOtherError is any other failure.
+	FetchOtherError = "error"
+)
+
+// fetchResults is the result label domain, initialized at zero.
+var fetchResults = []string{FetchSuccess, FetchTimeout, FetchTransportError, FetchHTTPError,
+	FetchBodyTooLarge, FetchParseError, FetchMissingSeries, FetchCancelled, FetchOtherError}
+
+// maxTrackedTargets bounds the completion times FetchMetrics keeps: twice
+// the pressure cache's member bound, so reconfigurations that replace
+// every member once still fit; beyond it the oldest entry is forgotten.
+const maxTrackedTargets = 2 * pressure.MaxMembers
+
+// FetchMetrics counts the pressure cache's metrics fetches by result
+// (sluice_pressure_fetch_total) and remembers when each target's last
+// fetch completed, for sluice_pressure_age_seconds (see CapacityOptions).
+// It learns both by wrapping the cache's Collector (Wrap), so it sees
+// exactly the fetches the cache's workers make, on their goroutines. It is
+// a prometheus.Collector; all methods are safe for concurrent use.
+type FetchMetrics struct {
+	clock   clock.PassiveClock
+	fetches *prometheus.CounterVec
+
+	mu        sync.Mutex
+	completed map[pressure.Target]time.Time
+}
+
+// NewFetchMetrics returns a FetchMetrics reading clk, which must be the
+// pressure cache's clock. Nil means the real clock.
+func NewFetchMetrics(clk clock.PassiveClock) *FetchMetrics {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	f := &FetchMetrics{
+		clock: clk,
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: namePressureFetches,
+			Help: "Engine metrics fetches made by the pressure cache, by result.",
+		}, []string{labelResult}),
+		completed: map[pressure.Target]time.Time{},
+	}
+	for _, r := range fetchResults {
+		f.fetches.WithLabelValues(r)
+	}
+	return f
+}
+
+// Wrap returns a pressure.Collector that collects with next and counts
+// every fetch. Give it to pressure.Options.Collector.
+func (f *FetchMetrics) Wrap(next pressure.Collector) pressure.Collector {
+	return countingCollector{next: next, metrics: f}
+}
+
+// Describe implements prometheus.Collector.
+func (f *FetchMetrics) Describe(ch chan<- *prometheus.Desc) { f.fetches.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (f *FetchMetrics) Collect(ch chan<- prometheus.Metric) { f.fetches.Collect(ch) }
+
+// observe counts one fetch that started at start and ended now.
+func (f *FetchMetrics) observe(target pressure.Target, start time.Time, err error) {
+	end := f.clock.Now()
+	result := fetchResult(err)
+	if result == FetchSuccess && end.Sub(start) > pressure.FetchTimeout {
+		result = FetchTimeout
+	}
+	f.fetches.WithLabelValues(result).Inc()
+	if result == FetchCancelled {
+		return // the cache discards the result: no sample was kept.
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.completed[target]; !ok && len(f.completed) >= maxTrackedTargets {
+		f.forgetOldestLocked()
+	}
+	f.completed[target] = end
+}
+
+// forgetOldestLocked drops the oldest completion. f.mu must be held.
+func (f *FetchMetrics) forgetOldestLocked() {
+	var oldest pressure.Target
+	var at time.Time
+	first := true
+	for t, ts := range f.completed {
+		if first || ts.Before(at) {
+			oldest, at, first = t, ts, false
+		}
+	}
+	delete(f.completed, oldest)
+}
+
+// completedAt returns when the target's last fetch completed.
+func (f *FetchMetrics) completedAt(target pressure.Target) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	at, ok := f.completed[target]
+	return at, ok
+}
+
+// fetchResult classifies a Collect error by the pressure package's
+// sentinels; the error itself is dropped.
+func fetchResult(err error) string {
+	switch {
+	case err == nil:
+		return FetchSuccess
+	case errors.Is(err, context.Canceled):
+		return FetchCancelled
+	case errors.Is(err, pressure.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return FetchTimeout
+	case errors.Is(err, pressure.ErrHTTPStatus):
+		return FetchHTTPError
+	case errors.Is(err, pressure.ErrTransport):
+		return FetchTransportError
+	case errors.Is(err, pressure.ErrBodyTooLarge):
+		return FetchBodyTooLarge
+	case errors.Is(err, pressure.ErrParse):
+		return FetchParseError
+	case errors.Is(err, pressure.ErrMissingSeries):
+		return FetchMissingSeries
+	}
+	return FetchOtherError
+}
+
+// countingCollector is the pressure.Collector FetchMetrics.Wrap returns.
+type countingCollector struct {
+	next    pressure.Collector
+	metrics *FetchMetrics
+}
+
+// Collect implements pressure.Collector.
+func (c countingCollector) Collect(ctx context.Context, target pressure.Target) (scheduler.Telemetry, error) {
+	start := c.metrics.clock.Now()
+	t, err := c.next.Collect(ctx, target)
+	counted := err
+	if err != nil && ctx.Err() != nil {
+		counted = context.Canceled // the cache cancelled it; the collector may report a transport error.
+	}
+	c.metrics.observe(target, start, counted)
+	return t, err
+}

@@ -1,0 +1,42 @@
+package telemetry
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// The metric names.
+const (
+	nameTierActive               = "sluice_tier_active_requests"
+	nameTierMax                  = "sluice_tier_max_concurrency"
+	nameMemberActive             = "sluice_member_active_requests"
+	nameMemberMax                = "sluice_member_max_concurrency"
+	nameMemberPPM                = "sluice_member_pressure_ppm"
+	nameMemberFreshness          = "sluice_member_pressure_freshness"
+	nameMemberReady              = "sluice_member_ready"
+	nameRequests                 = "sluice_requests_total"
+	nameRefusals                 = "sluice_admission_refusals_total"
+	nameScheduleDuration         = "sluice_schedule_duration_seconds"
+	nameFirstByte                = "sluice_upstream_first_byte_seconds"
+	namePressureFetches          = "sluice_pressure_fetch_total"
+	namePressureAge              = "sluice_pressure_age_seconds"
+	nameDecisionLogDropped       = "sluice_decision_log_dropped_total"
+	nameSchedulerEvidenceDropped = "sluice_decision_scheduler_evidence_dropped_total"
+)
+
+// The label names; no other label is used.
+const (
+	labelTier      = "tier"
+	labelMember    = "member"
+	labelOutcome   = "outcome"
+	labelReason    = "reason"
+	labelFreshness = "freshness"
+	labelResult    = "result"
+)
+
+// scheduleBuckets are the buckets of sluice_schedule_duration_seconds:
+// 1 µs to 16 ms by factors of 4. An Acquire over 16 members takes about a
+// microsecond; the upper buckets catch lock contention.
+var scheduleBuckets = prometheus.ExponentialBuckets(1e-6, 4, 8)
+
+// firstByteBuckets are the buckets of sluice_upstream_first_byte_seconds:
+// 5 ms to 120 s, the default response header timeout. Time to first token
+// of a loaded engine runs from milliseconds to tens of seconds.
+var firstByteBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}

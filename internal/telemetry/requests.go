@@ -1,0 +1,130 @@
+package telemetry
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/router"
+)
+
+// RequestMetrics holds the per-request metrics: sluice_requests_total
+// {tier,member,outcome}, sluice_admission_refusals_total{tier,reason},
+// sluice_schedule_duration_seconds{tier} and
+// sluice_upstream_first_byte_seconds{tier,member}. It is a router.Recorder
+// (Record is called once per request) and a prometheus.Collector. Label
+// values are tier keys and member ids from the configuration and the
+// router's closed outcome and code sets; a request refused before alias
+// resolution has empty tier and member. All methods are safe for
+// concurrent use.
+type RequestMetrics struct {
+	requests  *prometheus.CounterVec
+	refusals  *prometheus.CounterVec
+	schedule  *prometheus.HistogramVec
+	firstByte *prometheus.HistogramVec
+
+	// children caches the series of each label combination seen, so that
+	// Record neither hashes labels nor allocates once a combination is
+	// known. Combinations are bounded by the configuration.
+	mu       sync.RWMutex
+	children map[seriesKey]*series
+}
+
+// seriesKey identifies the series one request updates.
+type seriesKey struct {
+	tier, member, outcome, code string
+}
+
+// series are the metrics one label combination updates.
+type series struct {
+	requests  prometheus.Counter
+	refusals  prometheus.Counter // nil unless not admitted.
+	schedule  prometheus.Observer
+	firstByte prometheus.Observer // nil unless admitted.
+}
+
+// NewRequestMetrics returns the request metrics, all at zero.
+func NewRequestMetrics() *RequestMetrics {
+	return &RequestMetrics{
+		children: map[seriesKey]*series{},
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: nameRequests,
+			Help: "Inference requests by tier, member and outcome (admitted, not_admitted, refused).",
+		}, []string{labelTier, labelMember, labelOutcome}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: nameRefusals,
+			Help: "Requests the tier's admission owner refused, by reason (capacity_exhausted, tier_quiesced, no_eligible_member).",
+		}, []string{labelTier, labelReason}),
+		schedule: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    nameScheduleDuration,
+			Help:    "Time to build a request's admission inputs and make its Acquire, in seconds.",
+			Buckets: scheduleBuckets,
+		}, []string{labelTier}),
+		firstByte: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    nameFirstByte,
+			Help:    "Time from the start of the upstream attempt to the member's response headers, in seconds.",
+			Buckets: firstByteBuckets,
+		}, []string{labelTier, labelMember}),
+	}
+}
+
+// Record implements router.Recorder.
+func (m *RequestMetrics) Record(o router.Outcome) {
+	key := seriesKey{tier: o.Tier, member: o.Member, outcome: string(o.Result)}
+	if o.Result == router.ResultNotAdmitted {
+		key.code = o.Code
+	}
+	s := m.series(key)
+	s.requests.Inc()
+	if s.refusals != nil {
+		s.refusals.Inc()
+	}
+	if s.schedule != nil {
+		s.schedule.Observe(o.Schedule.Seconds())
+	}
+	if s.firstByte != nil && o.FirstByte > 0 {
+		s.firstByte.Observe(max(o.FirstByte-o.Dispatch, 0).Seconds())
+	}
+}
+
+// series returns the cached series of key, creating them once.
+func (m *RequestMetrics) series(key seriesKey) *series {
+	m.mu.RLock()
+	s, ok := m.children[key]
+	m.mu.RUnlock()
+	if ok {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.children[key]; ok {
+		return s
+	}
+	s = &series{requests: m.requests.WithLabelValues(key.tier, key.member, key.outcome)}
+	switch router.Result(key.outcome) {
+	case router.ResultNotAdmitted:
+		s.refusals = m.refusals.WithLabelValues(key.tier, key.code)
+		s.schedule = m.schedule.WithLabelValues(key.tier)
+	case router.ResultAdmitted:
+		s.schedule = m.schedule.WithLabelValues(key.tier)
+		s.firstByte = m.firstByte.WithLabelValues(key.tier, key.member)
+	}
+	m.children[key] = s
+	return s
+}
+
+// Describe implements prometheus.Collector.
+func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.requests.Describe(ch)
+	m.refusals.Describe(ch)
+	m.schedule.Describe(ch)
+	m.firstByte.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.requests.Collect(ch)
+	m.refusals.Collect(ch)
+	m.schedule.Collect(ch)
+	m.firstByte.Collect(ch)
+}

@@ -1,0 +1,98 @@
+package telemetry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluice-dev/sluice/internal/router"
+)
+
+// TestRequestMetrics feeds outcomes of every kind and checks the counters
+// and histograms: one request count each, refusals only for admission
+// refusals, schedule time only for requests that reached admission, first
+// byte (from dispatch) only for admitted requests whose headers arrived.
+func TestRequestMetrics(t *testing.T) {
+	m := NewRequestMetrics()
+	for _, o := range []router.Outcome{
+		{Result: router.ResultRefused, Code: "model_not_found", Status: 404},
+		{Tier: "ns/cap", Alias: "cap", Result: router.ResultNotAdmitted, Code: "capacity_exhausted", Status: 503, Schedule: 3 * time.Microsecond},
+		{Tier: "ns/cap", Alias: "cap", Result: router.ResultNotAdmitted, Code: "tier_quiesced", Status: 503, Schedule: 2 * time.Microsecond},
+		{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 200, End: router.EndComplete,
+			Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond, FirstByte: 100*time.Microsecond + 20*time.Millisecond},
+		{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 502, Code: "upstream_unavailable",
+			End: router.EndUnavailable, Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond},
+	} {
+		m.Record(o)
+	}
+	want := `
+# HELP sluice_admission_refusals_total Requests the tier's admission owner refused, by reason (capacity_exhausted, tier_quiesced, no_eligible_member).
+# TYPE sluice_admission_refusals_total counter
+sluice_admission_refusals_total{reason="capacity_exhausted",tier="ns/cap"} 1
+sluice_admission_refusals_total{reason="tier_quiesced",tier="ns/cap"} 1
+# HELP sluice_requests_total Inference requests by tier, member and outcome (admitted, not_admitted, refused).
+# TYPE sluice_requests_total counter
+sluice_requests_total{member="",outcome="refused",tier=""} 1
+sluice_requests_total{member="",outcome="not_admitted",tier="ns/cap"} 2
+sluice_requests_total{member="gpu0",outcome="admitted",tier="ns/cap"} 2
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), nameRequests, nameRefusals); err != nil {
+		t.Fatal(err)
+	}
+	want = `
+# HELP sluice_upstream_first_byte_seconds Time from the start of the upstream attempt to the member's response headers, in seconds.
+# TYPE sluice_upstream_first_byte_seconds histogram
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="0.005"} 0
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="0.01"} 0
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="0.025"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="0.05"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="0.1"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="0.25"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="0.5"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="1"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="2.5"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="5"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="10"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="30"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="60"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="120"} 1
+sluice_upstream_first_byte_seconds_bucket{member="gpu0",tier="ns/cap",le="+Inf"} 1
+sluice_upstream_first_byte_seconds_sum{member="gpu0",tier="ns/cap"} 0.02
+sluice_upstream_first_byte_seconds_count{member="gpu0",tier="ns/cap"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), nameFirstByte); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m, nameScheduleDuration); n != 1 {
+		t.Fatalf("%d schedule series, want one for ns/cap", n)
+	}
+	problems, err := testutil.CollectAndLint(m)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
+
+// BenchmarkRecord measures what the request metrics add to each request:
+// a cached series lookup, a counter increment and two histogram
+// observations.
+func BenchmarkRecord(b *testing.B) {
+	m := NewRequestMetrics()
+	o := router.Outcome{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 200,
+		End: router.EndComplete, Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond, FirstByte: 20 * time.Millisecond}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			m.Record(o)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				m.Record(o)
+			}
+		})
+	})
+}
