@@ -1,9 +1,10 @@
 // Command router is sluice's per-node router: it reads the ReplicaTiers of
-// its node from a directory of manifests (files mode), probes the members'
+// its node from the Kubernetes API (kube mode, reporting status back) or
+// from a directory of manifests (files mode), probes the members'
 // readiness, samples their engine pressure, and serves the OpenAI-compatible
-// front door and the admin API. The logic lives in internal/router and
-// internal/source; this command parses flags, wires them and shuts down
-// gracefully on SIGTERM.
+// front door and the admin API. The logic lives in internal/router,
+// internal/source and internal/status; this command parses flags, wires
+// them and shuts down gracefully on SIGTERM.
 package main
 
 import (
@@ -61,6 +62,7 @@ type config struct {
 	decisionLogFile string
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	kube            kubeFlags
 }
 
 // parseFlags parses args; errors are printed to out with the usage.
@@ -68,7 +70,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("router", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&c.tiersDir, "tiers-dir", "", "directory of ReplicaTier manifests (files mode; required)")
+	fs.StringVar(&c.tiersDir, "tiers-dir", "", "directory of ReplicaTier manifests (files mode); without it the router runs the kube source")
 	fs.DurationVar(&c.pollInterval, "tiers-poll-interval", source.DefaultPollInterval, "how often the manifest directory is reread")
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this router's node; tiers of other nodes are ignored (default $NODE_NAME)")
 	fs.StringVar(&c.listen, "listen", ":8080", "front door listen address")
@@ -76,18 +78,17 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.apiKeysFile, "api-keys-file", "", "file of bearer API keys, one a line; none means the front door is open")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line; none means /admin/v1 is open")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
-	fs.IntVar(&c.decisionLogSize, "decision-log-size", defaultDecisionLogSize, "decision records kept in memory (accepted; the decision log is not implemented yet)")
-	fs.StringVar(&c.decisionLogFile, "decision-log-file", "", "JSONL file of decision records (accepted; the decision log is not implemented yet)")
+	fs.IntVar(&c.decisionLogSize, "decision-log-size", defaultDecisionLogSize, "decision records kept in memory for /admin/v1/decisions (0 keeps none)")
+	fs.StringVar(&c.decisionLogFile, "decision-log-file", "", "JSONL file the decision records are appended to (rotated at 64 MiB, one previous file kept as FILE.1); none means memory only")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
+	c.kube.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case c.tiersDir == "":
-		return config{}, errors.New("--tiers-dir is required (the kube source is not implemented yet)")
 	case c.nodeName == "":
 		return config{}, errors.New("--node-name (or $NODE_NAME) is required")
 	case c.maxBodyBytes <= 0:
@@ -144,16 +145,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(star
 	} else {
 		logger.Warn("no --admin-token-file: the admin API is open")
 	}
-	if cfg.decisionLogFile != "" || cfg.decisionLogSize != defaultDecisionLogSize {
-		logger.Warn("the decision log is not implemented yet; --decision-log-size and --decision-log-file are ignored")
-	}
-	src, err := source.NewFiles(source.FilesOptions{Dir: cfg.tiersDir, NodeName: cfg.nodeName, Interval: cfg.pollInterval})
+	obs, err := newObservability(cfg)
 	if err != nil {
 		return err
 	}
-
+	defer obs.close(logger)
 	probes := readiness.New(readiness.Options{})
-	samples := pressure.New(pressure.Options{})
+	samples := pressure.New(pressure.Options{Collector: obs.collector()})
 	defer samples.Close()
 	rt := router.New(router.Options{
 		Readiness:    probes,
@@ -161,9 +159,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(star
 		Keys:         keys,
 		MaxBodyBytes: cfg.maxBodyBytes,
 		Logger:       logger,
+		Recorder:     obs.recorder(),
 	})
 	defer rt.Close()
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
+	obs.register(admin, rt)
+	src, err := newTierSource(cfg, logger, admin)
+	if err != nil {
+		return err
+	}
 
 	var lc net.ListenConfig
 	frontLn, err := lc.Listen(ctx, "tcp", cfg.listen)

@@ -28,7 +28,7 @@ func TestParseFlags(t *testing.T) {
 		wantErr string
 	}{
 		{args: []string{"--tiers-dir", "d", "--node-name", "n"}},
-		{args: []string{"--node-name", "n"}, wantErr: "--tiers-dir is required"},
+		{args: []string{"--node-name", "n"}}, // kube mode
 		{args: []string{"--tiers-dir", "d"}, wantErr: "--node-name"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "0"}, wantErr: "--max-body-bytes"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--decision-log-size", "-1"}, wantErr: "--decision-log-size"},

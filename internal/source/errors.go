@@ -5,8 +5,8 @@ import "errors"
 // The sentinel errors of the package. Errors that carry detail wrap one of
 // these with %w; check them with errors.Is.
 var (
-	// ErrInvalidOptions is returned by NewFiles for options that cannot work:
-	// no directory or no node name.
+	// ErrInvalidOptions is returned by NewFiles and NewKube for options that
+	// cannot work: no directory, no lister-watcher or no node name.
 	ErrInvalidOptions = errors.New("source: invalid options")
 	// ErrDirectory is returned by Files.Run when the first scan cannot read
 	// the manifest directory.

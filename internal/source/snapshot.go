@@ -16,8 +16,8 @@ type Snapshot struct {
 	// Tiers are the tiers to serve, sorted by Key. Each is valid, defaulted,
 	// on this node and holds all of its aliases.
 	Tiers []Tier
-	// Rejected are the valid tiers of this node that are not served, sorted
-	// by Key, with the reason.
+	// Rejected are the tiers of this node that are not served, sorted by
+	// Key, with the reason.
 	Rejected []Rejection
 	// Errors are the files whose current content is invalid, sorted by File.
 	// The tiers such a file held before it turned invalid stay in Tiers.
@@ -34,10 +34,15 @@ type Tier struct {
 	Namespace string
 	// Name is the tier's name.
 	Name string
-	// File is the base name of the manifest file that declares the tier.
+	// File is the base name of the manifest file that declares the tier;
+	// empty for the kube source.
 	File string
+	// Generation is the metadata.generation the kube source applies; zero
+	// for the files source, whose manifests have none.
+	Generation int64
 	// Spec is the defaulted, validated spec. Its quiesce field is the
-	// operator's admission intent.
+	// admission intent to apply: spec.quiesce of the manifest in files mode,
+	// the manager's status.admission in kube mode.
 	Spec v1alpha1.ReplicaTierSpec
 }
 
@@ -52,9 +57,17 @@ const (
 	// ReasonDuplicate means a file that sorts first already declares a tier
 	// with the same namespace/name.
 	ReasonDuplicate Reason = "Duplicate"
+	// ReasonNotAccepted means the manager has not accepted the tier's
+	// current generation and the kube source applied no earlier one.
+	ReasonNotAccepted Reason = "NotAccepted"
+	// ReasonMemberLimit means serving the tier would exceed MaxMembers; the
+	// kube source serves the older tiers first.
+	ReasonMemberLimit Reason = "MemberLimit"
 )
 
-// Rejection is a valid tier of this node that is not served.
+// Rejection is a tier of this node that is not served. The files source
+// rejects only valid tiers; the kube source also lists tiers the manager has
+// not accepted.
 type Rejection struct {
 	// Tier is the rejected tier.
 	Tier Tier

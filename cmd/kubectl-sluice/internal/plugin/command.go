@@ -1,0 +1,239 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// Defaults of the drain verb.
+const (
+	// DefaultDrainReason is the quiesce reason drain sets when the scope is
+	// not quiesced yet.
+	DefaultDrainReason = "drain"
+	// DefaultDrainTimeout bounds drain's wait when --timeout is not given:
+	// long enough for typical streams to finish, short enough that a stuck
+	// drain is noticed.
+	DefaultDrainTimeout = 5 * time.Minute
+)
+
+// Output formats.
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// Dry-run modes.
+const (
+	dryRunNone   = "none"
+	dryRunServer = "server"
+)
+
+// connectFunc builds the API client and returns the namespace to use.
+type connectFunc func() (client.WithWatch, string, error)
+
+// NewCommand returns the kubectl-sluice command tree, writing to streams.
+// Clients are built from kubectl's standard kubeconfig flags.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	flags := genericclioptions.NewConfigFlags(true)
+	connect := func() (client.WithWatch, string, error) {
+		cfg, err := flags.ToRESTConfig()
+		if err != nil {
+			return nil, "", err
+		}
+		ns, _, err := flags.ToRawKubeConfigLoader().Namespace()
+		if err != nil {
+			return nil, "", err
+		}
+		c, err := client.NewWithWatch(cfg, client.Options{Scheme: newScheme()})
+		if err != nil {
+			return nil, "", err
+		}
+		return c, ns, nil
+	}
+	root := newCommand(streams, connect)
+	flags.AddFlags(root.PersistentFlags())
+	return root
+}
+
+// newScheme returns a scheme knowing the ReplicaTier types.
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err) // unreachable: registering known types cannot fail.
+	}
+	return s
+}
+
+// cli holds what every verb shares.
+type cli struct {
+	streams genericiooptions.IOStreams
+	connect connectFunc
+	output  string
+}
+
+// newCommand builds the command tree on connect; tests pass a fake client.
+func newCommand(streams genericiooptions.IOStreams, connect connectFunc) *cobra.Command {
+	c := &cli{streams: streams, connect: connect}
+	root := &cobra.Command{
+		Use:   "kubectl-sluice",
+		Short: "Inspect and change the admission of sluice ReplicaTiers",
+		Long: "kubectl sluice reads a ReplicaTier's status as the router on its node reports it, and\n" +
+			"quiesces, readmits or drains a tier or one member by patching spec.quiesce.",
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetErrPrefix("error:")
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	root.PersistentFlags().StringVarP(&c.output, "output", "o", outputTable, "output format: table or json")
+	root.AddCommand(c.statusCommand(), c.quiesceCommand(), c.readmitCommand(), c.drainCommand())
+	return root
+}
+
+// tierArg accepts exactly one TIER argument, with a message that says a
+// member needs its tier.
+func tierArg(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 1:
+		return nil
+	case len(args) == 0 && cmd.Flags().Changed("member"):
+		return errors.New("--member needs its TIER: kubectl sluice " + cmd.Name() + " TIER --member ID")
+	case len(args) == 0:
+		return errors.New("a TIER argument is required")
+	}
+	return fmt.Errorf("exactly one TIER argument is allowed, got %d", len(args))
+}
+
+// setup checks the output flag and connects.
+func (c *cli) setup(dryRun string) (*tierClient, error) {
+	if c.output != outputTable && c.output != outputJSON {
+		return nil, fmt.Errorf("--output must be %s or %s", outputTable, outputJSON)
+	}
+	if dryRun != dryRunNone && dryRun != dryRunServer {
+		return nil, fmt.Errorf("--dry-run must be %s or %s", dryRunNone, dryRunServer)
+	}
+	cl, ns, err := c.connect()
+	if err != nil {
+		return nil, err
+	}
+	return &tierClient{c: cl, namespace: ns, dryRun: dryRun == dryRunServer}, nil
+}
+
+func (c *cli) statusCommand() *cobra.Command {
+	var member string
+	cmd := &cobra.Command{
+		Use:   "status TIER [--member ID]",
+		Short: "Show a tier's acceptance, router generation, and each member's readiness, phase and quiesce intent",
+		Args:  tierArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := c.setup(dryRunNone)
+			if err != nil {
+				return err
+			}
+			t, err := tc.get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if member != "" {
+				if err := memberExists(t, member); err != nil {
+					return err
+				}
+			}
+			return c.print(newTierStatus(t, member), "")
+		},
+	}
+	cmd.Flags().StringVar(&member, "member", "", "show only this member")
+	return cmd
+}
+
+func (c *cli) quiesceCommand() *cobra.Command {
+	var member, reason, dryRun string
+	cmd := &cobra.Command{
+		Use:   "quiesce TIER [--member ID] --reason R",
+		Short: "Stop admitting new requests to a tier or one member; requests in flight finish",
+		Args:  tierArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := c.setup(dryRun)
+			if err != nil {
+				return err
+			}
+			t, msg, err := tc.quiesce(cmd.Context(), args[0], member, reason)
+			if err != nil {
+				return err
+			}
+			return c.print(newTierStatus(t, member), msg)
+		},
+	}
+	cmd.Flags().StringVar(&member, "member", "", "quiesce only this member")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, as a short lowercase word such as maintenance (required)")
+	cmd.Flags().StringVar(&dryRun, "dry-run", dryRunNone, "server: send the change as a server-side dry run")
+	_ = cmd.MarkFlagRequired("reason")
+	return cmd
+}
+
+func (c *cli) readmitCommand() *cobra.Command {
+	var member, dryRun string
+	cmd := &cobra.Command{
+		Use:   "readmit TIER [--member ID]",
+		Short: "Admit new requests again to a tier or one member; the other scope's intent is untouched",
+		Args:  tierArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := c.setup(dryRun)
+			if err != nil {
+				return err
+			}
+			t, msg, err := tc.readmit(cmd.Context(), args[0], member)
+			if err != nil {
+				return err
+			}
+			return c.print(newTierStatus(t, member), msg)
+		},
+	}
+	cmd.Flags().StringVar(&member, "member", "", "readmit only this member")
+	cmd.Flags().StringVar(&dryRun, "dry-run", dryRunNone, "server: send the change as a server-side dry run")
+	return cmd
+}
+
+func (c *cli) drainCommand() *cobra.Command {
+	var member, dryRun string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "drain TIER [--member ID] [--timeout D]",
+		Short: "Quiesce a tier or member if needed, then wait until the router reports it Drained",
+		Long: "drain quiesces the scope with reason \"" + DefaultDrainReason + "\" unless it is already quiesced, then\n" +
+			"watches the tier until the router on its node applies the current generation and reports\n" +
+			"every member of the scope Drained (no request in flight). It never cancels a request.",
+		Args: tierArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout <= 0 {
+				return errors.New("--timeout must be positive")
+			}
+			tc, err := c.setup(dryRun)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			t, msg, err := tc.drain(ctx, args[0], member, timeout)
+			if err != nil {
+				return err
+			}
+			return c.print(newTierStatus(t, member), msg)
+		},
+	}
+	cmd.Flags().StringVar(&member, "member", "", "drain only this member")
+	cmd.Flags().DurationVar(&timeout, "timeout", DefaultDrainTimeout, "how long to wait for the scope to drain")
+	cmd.Flags().StringVar(&dryRun, "dry-run", dryRunNone, "server: send the quiesce as a server-side dry run and do not wait")
+	return cmd
+}

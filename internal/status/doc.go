@@ -1,0 +1,18 @@
+// Package status reports what the router on a node applies back into the
+// ReplicaTiers it serves: status.router (node, appliedGeneration) and
+// status.members (id, ready, phase Admitting, Draining or Drained), written
+// with server-side apply under the field manager "sluice-router", so the
+// manager's fields (observedGeneration, conditions, admission) are never
+// touched.
+//
+// A RouterView derives one Report per served tier from the applied
+// source.Snapshot and the router's capacity view (admission phases and
+// readiness). The Reporter compares the view with what it last wrote on a
+// short timer and after every applied snapshot, and writes a tier only when
+// its report changed: transitions only, coalesced, at most one write per
+// tier per MinWriteInterval, backing off while the API server fails.
+//
+// The package must never write per request, never write the manager's
+// fields, never block the router's request path (it only reads snapshots),
+// and never read a clock other than the injected one.
+package status

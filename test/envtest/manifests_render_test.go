@@ -1,0 +1,194 @@
+package envtest
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// renderKustomization builds a kustomization of the repository's config
+// directory (as `kubectl kustomize config/<dir>` does) and returns its
+// objects.
+func renderKustomization(dir string) []*unstructured.Unstructured {
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
+		Run(filesys.MakeFsOnDisk(), filepath.Join("..", "..", "config", dir))
+	Expect(err).NotTo(HaveOccurred())
+	var out []*unstructured.Unstructured
+	for _, r := range resMap.Resources() {
+		m, err := r.Map()
+		Expect(err).NotTo(HaveOccurred())
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out
+}
+
+// typed finds the rendered object of kind and name and converts it.
+func typed[T any, P interface {
+	*T
+	runtime.Object
+}](objs []*unstructured.Unstructured, kind, name string) P {
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			out := P(new(T))
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)).To(Succeed())
+			return out
+		}
+	}
+	Fail("rendered manifests have no " + kind + " " + name)
+	return nil
+}
+
+// flagValue returns the value of --name=value in args.
+func flagValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+var _ = Describe("rendered manifests (kustomize build config/default)", func() {
+	var objs []*unstructured.Unstructured
+	BeforeEach(func() { objs = renderKustomization("default") })
+
+	It("install the CRD, the manager and the router", func() {
+		kinds := map[string]bool{}
+		for _, u := range objs {
+			kinds[u.GetKind()+"/"+u.GetName()] = true
+		}
+		for _, want := range []string{
+			"CustomResourceDefinition/replicatiers.sluice.dev",
+			"Deployment/sluice-manager",
+			"DaemonSet/sluice-router",
+			"ServiceAccount/sluice-router",
+			"ClusterRole/sluice-router",
+			"ClusterRoleBinding/sluice-router",
+			"Namespace/sluice-router",
+		} {
+			Expect(kinds).To(HaveKey(want))
+		}
+	})
+
+	It("run the router on the node's network, non-root, read-only, without capabilities", func() {
+		ds := typed[appsv1.DaemonSet](objs, "DaemonSet", "sluice-router")
+		pod := ds.Spec.Template.Spec
+		Expect(pod.HostNetwork).To(BeTrue())
+		Expect(pod.DNSPolicy).To(Equal(corev1.DNSClusterFirstWithHostNet))
+		Expect(pod.NodeSelector).To(HaveKeyWithValue("sluice.dev/router", "true"))
+		Expect(pod.Tolerations).To(ContainElement(corev1.Toleration{
+			Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+		}))
+		Expect(pod.ServiceAccountName).To(Equal("sluice-router"))
+		Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+		Expect(pod.SecurityContext.SeccompProfile).To(HaveValue(HaveField("Type", corev1.SeccompProfileTypeRuntimeDefault)))
+
+		Expect(pod.Containers).To(HaveLen(1))
+		ctr := pod.Containers[0]
+		sc := ctr.SecurityContext
+		Expect(sc.RunAsNonRoot).To(HaveValue(BeTrue()))
+		Expect(sc.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+		Expect(sc.AllowPrivilegeEscalation).To(HaveValue(BeFalse()))
+		Expect(sc.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+		Expect(sc.Capabilities.Add).To(BeEmpty())
+		Expect(sc.Privileged).To(BeNil())
+
+		// NODE_NAME from the downward API; the router reads it by default.
+		Expect(ctr.Env).To(ContainElement(corev1.EnvVar{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"},
+		}}))
+		Expect(flagValue(ctr.Args, "tiers-dir")).To(BeEmpty(), "the DaemonSet runs the kube source")
+
+		// Probes on the admin port.
+		adminPort := flagValue(ctr.Args, "admin-listen")
+		Expect(adminPort).To(Equal(":9090"))
+		Expect(ctr.Ports).To(ContainElement(corev1.ContainerPort{Name: "admin", ContainerPort: 9090}))
+		Expect(ctr.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
+		Expect(ctr.LivenessProbe.HTTPGet.Port.String()).To(Equal("admin"))
+		Expect(ctr.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+		Expect(ctr.ReadinessProbe.HTTPGet.Port.String()).To(Equal("admin"))
+
+		Expect(ctr.Resources.Requests.Cpu().IsZero()).To(BeFalse())
+		Expect(ctr.Resources.Requests.Memory().IsZero()).To(BeFalse())
+
+		// The grace period outlasts the router's own shutdown timeout.
+		shutdown, err := time.ParseDuration(flagValue(ctr.Args, "shutdown-timeout"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pod.TerminationGracePeriodSeconds).NotTo(BeNil())
+		Expect(time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second).To(BeNumerically(">", shutdown))
+
+		// API keys and the admin token are files from Secrets.
+		mounts := map[string]string{}
+		for _, m := range ctr.VolumeMounts {
+			Expect(m.ReadOnly).To(BeTrue(), m.Name)
+			mounts[m.Name] = m.MountPath
+		}
+		secrets := map[string]string{}
+		for _, v := range pod.Volumes {
+			Expect(v.Secret).NotTo(BeNil(), "volume %s is not a Secret", v.Name)
+			secrets[v.Name] = v.Secret.SecretName
+		}
+		Expect(flagValue(ctr.Args, "api-keys-file")).To(HavePrefix(mounts["api-keys"] + "/"))
+		Expect(flagValue(ctr.Args, "admin-token-file")).To(HavePrefix(mounts["admin-token"] + "/"))
+		Expect(secrets).To(Equal(map[string]string{ //nolint:gosec // Secret names, not credentials.
+			"api-keys": "sluice-router-api-keys", "admin-token": "sluice-router-admin-token",
+		}))
+	})
+
+	It("grant the router exactly get/list/watch on replicatiers and patch on replicatiers/status", func() {
+		role := typed[rbacv1.ClusterRole](objs, "ClusterRole", "sluice-router")
+		Expect(role.Rules).To(Equal([]rbacv1.PolicyRule{
+			{APIGroups: []string{"sluice.dev"}, Resources: []string{"replicatiers"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"sluice.dev"}, Resources: []string{"replicatiers/status"}, Verbs: []string{"patch"}},
+		}))
+		binding := typed[rbacv1.ClusterRoleBinding](objs, "ClusterRoleBinding", "sluice-router")
+		Expect(binding.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "sluice-router"}))
+		Expect(binding.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "sluice-router", Namespace: "sluice-router"}}))
+		for _, u := range objs {
+			if u.GetKind() == "Role" || u.GetKind() == "RoleBinding" {
+				Expect(u.GetName()).NotTo(ContainSubstring("router"), "the router has no namespaced role")
+			}
+		}
+	})
+
+	// The API server's Pod Security admission confirms what the checks above
+	// read: the router pod breaks the restricted level only by hostNetwork
+	// (and the host ports it implies).
+	It("meet the restricted Pod Security level apart from hostNetwork", func(ctx context.Context) {
+		ds := typed[appsv1.DaemonSet](objs, "DaemonSet", "sluice-router")
+		ns := newNamespace(ctx)
+		nsObj := &corev1.Namespace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
+		nsObj.Labels = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
+		Expect(k8sClient.Update(ctx, nsObj)).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.ServiceAccount{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sluice-router"},
+		}))).To(Succeed())
+
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "router"}, Spec: *ds.Spec.Template.Spec.DeepCopy()}
+		err := k8sClient.Create(ctx, pod.DeepCopy(), client.DryRunAll)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		// Exactly two violations, both hostNetwork itself: with it, the API
+		// server defaults each container port's hostPort to the port.
+		Expect(err.Error()).To(HaveSuffix(`violates PodSecurity "restricted:latest": host namespaces (hostNetwork=true), ` +
+			`hostPort (container "router" uses hostPorts 8080, 9090)`))
+
+		pod.Spec.HostNetwork = false
+		pod.Spec.DNSPolicy = corev1.DNSClusterFirst
+		Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+	})
+})
