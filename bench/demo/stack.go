@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// Bounds of the demo's polling and HTTP calls.
+const (
+	// pollInterval is how often the demo polls the router's admin API and
+	// the engines' /debug/stats while it waits for a condition.
+	pollInterval = 100 * time.Millisecond
+	// readyTimeout bounds the wait for every member to be ready (probes
+	// run every 2 s) and for the Capacity tier's pressure to be fresh
+	// (sampled 1 s apart once requests flow).
+	readyTimeout = 30 * time.Second
+	// idleTimeout bounds the wait for the engines and the router to return
+	// to zero requests after a phase: the slowest queued request of an
+	// overloaded member finishes well within it.
+	idleTimeout = 60 * time.Second
+	// httpTimeout bounds one admin or debug call.
+	httpTimeout = 5 * time.Second
+	// maxAdminBody bounds an admin or debug response the demo reads.
+	maxAdminBody = 1 << 20
+)
+
+// demoTiers are the two tiers of config/samples/demo.
+type demoTiers struct {
+	roundRobin, capacity *sluicev1.ReplicaTier
+	members              []string // the shared member ids, sorted
+}
+
+// loadTiers reads the demo's manifests (one ReplicaTier per *.yaml file),
+// validates them and checks the demo's assumptions: one RoundRobin and one
+// Capacity tier on one node, over the same members with ceilings, serving
+// one model.
+func loadTiers(dir string) (demoTiers, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return demoTiers{}, fmt.Errorf("no manifests in %s", dir)
+	}
+	var dt demoTiers
+	for _, f := range files {
+		raw, err := os.ReadFile(f) //nolint:gosec // the demo reads the repository's sample manifests.
+		if err != nil {
+			return demoTiers{}, err
+		}
+		t := &sluicev1.ReplicaTier{}
+		if err := yaml.UnmarshalStrict(raw, t); err != nil {
+			return demoTiers{}, fmt.Errorf("%s: %w", f, err)
+		}
+		if errs := sluicev1.Validate(t); len(errs) > 0 {
+			return demoTiers{}, fmt.Errorf("%s: %w", f, errs.ToAggregate())
+		}
+		switch t.Spec.Strategy {
+		case sluicev1.StrategyRoundRobin:
+			dt.roundRobin = t
+		case sluicev1.StrategyCapacity:
+			dt.capacity = t
+		default:
+			return demoTiers{}, fmt.Errorf("%s: the demo needs strategy RoundRobin or Capacity", f)
+		}
+	}
+	if dt.roundRobin == nil || dt.capacity == nil {
+		return demoTiers{}, fmt.Errorf("%s must hold one RoundRobin and one Capacity tier", dir)
+	}
+	rr, c := dt.roundRobin.Spec, dt.capacity.Spec
+	if rr.NodeName != c.NodeName || rr.ServedModel != c.ServedModel {
+		return demoTiers{}, errors.New("the demo tiers must share nodeName and servedModel")
+	}
+	ids := func(s sluicev1.ReplicaTierSpec) []string {
+		var out []string
+		for _, m := range s.Members {
+			out = append(out, m.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	dt.members = ids(c)
+	if !slices.Equal(ids(rr), dt.members) {
+		return demoTiers{}, errors.New("the demo tiers must have the same members")
+	}
+	for _, t := range []*sluicev1.ReplicaTier{dt.roundRobin, dt.capacity} {
+		for _, m := range t.Spec.Members {
+			if m.MaxConcurrency == nil {
+				return demoTiers{}, fmt.Errorf("tier %s member %s: the demo checks ceilings, so every member needs maxConcurrency", t.Name, m.ID)
+			}
+		}
+	}
+	return dt, nil
+}
+
+// ceilings returns the member ceilings of a tier.
+func ceilings(t *sluicev1.ReplicaTier) map[string]int {
+	out := map[string]int{}
+	for _, m := range t.Spec.Members {
+		out[m.ID] = int(*m.MaxConcurrency)
+	}
+	return out
+}
+
+// tierKey is the tier's namespace/name, as the router names it.
+func tierKey(t *sluicev1.ReplicaTier) string {
+	ns := t.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return ns + "/" + t.Name
+}
+
+// writeTiers writes copies of the tiers to dir with every member endpoint
+// replaced by the address of the engine started for it.
+func writeTiers(dir string, addrs map[string]string, tiers ...*sluicev1.ReplicaTier) error {
+	for _, t := range tiers {
+		c := t.DeepCopy()
+		for i := range c.Spec.Members {
+			addr, ok := addrs[c.Spec.Members[i].ID]
+			if !ok {
+				return fmt.Errorf("no engine for member %s", c.Spec.Members[i].ID)
+			}
+			c.Spec.Members[i].Endpoint = "http://" + addr
+		}
+		raw, err := yaml.Marshal(c)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.Name+".yaml"), raw, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// engineListenRE matches enginesim's "listening" log line (slog text).
+var engineListenRE = regexp.MustCompile(`\bmsg=listening addr=(\S+)`)
+
+// engineAddr returns a matcher for enginesim's listen line that stores the
+// address in *addr.
+func engineAddr(addr *string) func([]byte) bool {
+	return func(line []byte) bool {
+		m := engineListenRE.FindSubmatch(line)
+		if m == nil {
+			return false
+		}
+		*addr = string(m[1])
+		return true
+	}
+}
+
+// routerAddrs returns a matcher for the router's "router started" log line
+// (slog JSON) that stores its two listen addresses.
+func routerAddrs(front, admin *string) func([]byte) bool {
+	return func(line []byte) bool {
+		var l struct {
+			Msg         string `json:"msg"`
+			Listen      string `json:"listen"`
+			AdminListen string `json:"admin_listen"`
+		}
+		if json.Unmarshal(line, &l) != nil || l.Msg != "router started" || l.Listen == "" || l.AdminListen == "" {
+			return false
+		}
+		*front, *admin = l.Listen, l.AdminListen
+		return true
+	}
+}
+
+// engineStats is the part of enginesim's GET /debug/stats the demo reads.
+type engineStats struct {
+	InFlight      int    `json:"in_flight"`
+	MaxInFlight   int    `json:"max_in_flight"`
+	Running       int    `json:"running"`
+	MaxRunning    int    `json:"max_running"`
+	HiddenRunning int    `json:"hidden_running"`
+	Waiting       int    `json:"waiting"`
+	TotalRequests uint64 `json:"total_requests"`
+}
+
+// capacityView is the part of the router's GET /admin/v1/capacity the demo
+// reads.
+type capacityView struct {
+	Tiers []capacityTier `json:"tiers"`
+}
+
+// capacityTier is one tier of capacityView.
+type capacityTier struct {
+	Tier    string           `json:"tier"`
+	Active  int              `json:"active"`
+	Members []capacityMember `json:"members"`
+}
+
+// capacityMember is one member of capacityTier.
+type capacityMember struct {
+	ID       string `json:"id"`
+	Active   int    `json:"active"`
+	Ready    bool   `json:"ready"`
+	Pressure *struct {
+		Freshness string `json:"freshness"`
+	} `json:"pressure"`
+}
+
+// httpClient is the demo's client for admin and debug calls: no proxy, a
+// short timeout.
+var httpClient = &http.Client{
+	Timeout:   httpTimeout,
+	Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4},
+}
+
+// getJSON GETs url and decodes the JSON body into v.
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+	}
+	return json.Unmarshal(body, v)
+}
+
+// post POSTs an empty body to url and expects wantStatus.
+func post(ctx context.Context, url string, wantStatus int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(nil))
+	if err != nil {
+		return err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAdminBody))
+	if resp.StatusCode != wantStatus {
+		return fmt.Errorf("POST %s: status %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+// poll calls cond every pollInterval until it reports true, returns an
+// error, or timeout passes (then the last reason cond gave is reported).
+func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	reason := "not checked yet"
+	for {
+		ok, why, err := cond()
+		switch {
+		case err != nil:
+			reason = err.Error()
+		case ok:
+			return nil
+		default:
+			reason = why
+		}
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
+				return cause
+			}
+			return fmt.Errorf("%s: not reached within %v: %s", what, timeout, reason)
+		case <-ticker.C:
+		}
+	}
+}
+
+// engineFlags are the enginesim command-line flags of one member.
+func engineFlags(o *options, model string, aliases []string, hidden int) []string {
+	return []string{
+		"--listen", "127.0.0.1:0",
+		"--model", model,
+		"--aliases", strings.Join(aliases, ","),
+		"--max-num-seqs", strconv.Itoa(o.maxNumSeqs),
+		"--hidden-load", strconv.Itoa(hidden),
+		"--ttft-base", o.ttftBase.String(),
+		"--ttft-per-seq", o.ttftPerSeq.String(),
+		"--itl-base", o.itlBase.String(),
+		"--itl-per-seq", o.itlPerSeq.String(),
+		"--output-tokens", strconv.Itoa(o.maxTokens),
+	}
+}
