@@ -63,6 +63,12 @@ build: ## Build every binary into bin/.
 	@mkdir -p $(BIN)
 	for dir in cmd/*/; do go build -o $(BIN)/$$(basename $$dir) ./$$dir; done
 
+.PHONY: demo
+demo: ## Run the one-command demo in files mode: RoundRobin vs Capacity over three engines (docs/DEMO.md).
+	@mkdir -p $(BIN)
+	go build -o $(BIN)/ ./cmd/router ./cmd/enginesim ./bench/demo
+	$(BIN)/demo --bin $(BIN) --samples config/samples/demo --out out
+
 .PHONY: run-manager
 run-manager: manifests generate ## Run the manager against the cluster of the current kubeconfig.
 	go run ./cmd/manager --metrics-bind-address=0 --health-probe-bind-address=:8081
@@ -83,8 +89,16 @@ fuzz: ## Run each fuzz target for FUZZTIME.
 		if [ -d "$$pkg" ]; then go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; fi; \
 	done
 
+# BENCH_FLAGS are passed to the end-to-end harness by `make bench`
+# (e.g. BENCH_FLAGS=-quick, or -scenarios=overhead; see bench/scripts/bench.sh -h).
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: ## Run the Go benchmarks of the cores.
+bench: ## Run the end-to-end benchmarks (router vs direct vs HAProxy; docs/BENCHMARKS.md) into bench/results/.
+	bench/scripts/bench.sh $(BENCH_FLAGS)
+
+.PHONY: bench-go
+bench-go: ## Run the Go micro-benchmarks of the cores.
 	go test -run='^$$' -bench=. -benchmem -count=5 ./internal/scheduler ./internal/admission ./internal/pressure
 
 ##@ Tools
