@@ -1,0 +1,121 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// clockTicksPerSecond is USER_HZ, the unit of /proc/stat: 100 on every
+// Linux architecture Go supports.
+const clockTicksPerSecond = 100
+
+// machineCPU is the first line of /proc/stat in seconds of CPU time.
+type machineCPU struct {
+	// Busy is every state but idle and iowait, summed over the CPUs.
+	Busy float64
+	// Total is every state, summed over the CPUs.
+	Total float64
+}
+
+// parseProcStat reads the aggregate "cpu" line of /proc/stat.
+func parseProcStat(b []byte) (machineCPU, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || f[0] != "cpu" {
+			continue
+		}
+		var m machineCPU
+		// user nice system idle iowait irq softirq steal guest guest_nice;
+		// guest time is already counted in user, so stop at steal.
+		for i, s := range f[1:min(len(f), 9)] {
+			v, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return machineCPU{}, fmt.Errorf("%w: /proc/stat field %q", errProcStatus, s)
+			}
+			sec := float64(v) / clockTicksPerSecond
+			m.Total += sec
+			if i != 3 && i != 4 {
+				m.Busy += sec
+			}
+		}
+		return m, nil
+	}
+	return machineCPU{}, fmt.Errorf("%w: no cpu line in /proc/stat", errProcStatus)
+}
+
+// cpuUsage is how the machine's CPU time was spent during one scenario.
+type cpuUsage struct {
+	// Scenario names the scenario.
+	Scenario string `json:"scenario"`
+	// WallSeconds is the scenario's duration.
+	WallSeconds float64 `json:"wall_seconds"`
+	// MachineBusySeconds is the CPU time every process on the machine used.
+	MachineBusySeconds float64 `json:"machine_busy_cpu_seconds"`
+	// BenchSeconds is the CPU time of the harness and every process it
+	// started (router, engines, HAProxy, wrk, builds excluded).
+	BenchSeconds float64 `json:"bench_cpu_seconds"`
+	// OtherSeconds is the rest: other people's builds and tests, the
+	// kernel's own work.
+	OtherSeconds float64 `json:"other_cpu_seconds"`
+	// OtherShare is OtherSeconds over the machine's capacity in the
+	// scenario (wall time × CPUs).
+	OtherShare float64 `json:"other_share_of_machine"`
+}
+
+// cpuMark is a point to measure CPU use from.
+type cpuMark struct {
+	at      time.Time
+	machine machineCPU
+	bench   time.Duration
+}
+
+// selfCPU returns the harness's own user and system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuMark samples the machine's and the benchmark's CPU time. Only
+// processes that exited count, so marks are taken between scenarios, when
+// none of the scenario's processes runs.
+func (s *supervisor) cpuMark() (cpuMark, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuMark{}, err
+	}
+	m, err := parseProcStat(b)
+	if err != nil {
+		return cpuMark{}, err
+	}
+	s.mu.Lock()
+	children := s.childCPU
+	s.mu.Unlock()
+	return cpuMark{at: time.Now(), machine: m, bench: children + selfCPU()}, nil
+}
+
+// usageSince returns the CPU use from start to end.
+func usageSince(scenario string, start, end cpuMark, cpus int) cpuUsage {
+	u := cpuUsage{
+		Scenario:           scenario,
+		WallSeconds:        end.at.Sub(start.at).Seconds(),
+		MachineBusySeconds: end.machine.Busy - start.machine.Busy,
+		BenchSeconds:       (end.bench - start.bench).Seconds(),
+	}
+	u.OtherSeconds = max(0, u.MachineBusySeconds-u.BenchSeconds)
+	if capacity := u.WallSeconds * float64(cpus); capacity > 0 {
+		u.OtherShare = u.OtherSeconds / capacity
+	}
+	return u
+}

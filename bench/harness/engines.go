@@ -1,0 +1,179 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"time"
+)
+
+// adminTimeout bounds one call to an admin or debug endpoint; they answer
+// from memory, so a second is generous even on a loaded machine.
+const adminTimeout = 5 * time.Second
+
+// adminClient is the client of admin and debug endpoints. It keeps no idle
+// connection so it never shows up in a measured process's connections.
+var adminClient = &http.Client{
+	Timeout:   adminTimeout,
+	Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
+}
+
+// getJSON decodes the JSON answer of GET url into v.
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := adminClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: status %d: %s", url, resp.StatusCode, tail(string(body), 200))
+	}
+	return json.Unmarshal(body, v)
+}
+
+// post sends POST url with an empty body and expects want.
+func post(ctx context.Context, url string, want int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(nil))
+	if err != nil {
+		return err
+	}
+	resp, err := adminClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("POST %s: status %d, want %d", url, resp.StatusCode, want)
+	}
+	return nil
+}
+
+// engineOptions are the enginesim flags a scenario sets.
+type engineOptions struct {
+	// MaxNumSeqs is --max-num-seqs.
+	MaxNumSeqs int
+	// HiddenLoad is --hidden-load.
+	HiddenLoad int
+	// OutputTokens is --output-tokens.
+	OutputTokens int
+	// TTFTBase, TTFTPerSeq, ITLBase and ITLPerSeq are the latency flags.
+	TTFTBase, TTFTPerSeq, ITLBase, ITLPerSeq time.Duration
+}
+
+// args returns the command line of one engine serving benchModel (with the
+// aliases the router tiers use) on an ephemeral loopback port.
+func (o engineOptions) args() []string {
+	return []string{
+		"--listen", "127.0.0.1:0",
+		"--log-level", "info", // the start line is at info; requests log at debug only
+		"--model", benchModel,
+		"--aliases", benchAliases,
+		"--max-num-seqs", fmt.Sprint(o.MaxNumSeqs),
+		"--hidden-load", fmt.Sprint(o.HiddenLoad),
+		"--output-tokens", fmt.Sprint(o.OutputTokens),
+		"--ttft-base", o.TTFTBase.String(),
+		"--ttft-per-seq", o.TTFTPerSeq.String(),
+		"--itl-base", o.ITLBase.String(),
+		"--itl-per-seq", o.ITLPerSeq.String(),
+	}
+}
+
+// engine is one running enginesim.
+type engine struct {
+	proc *process
+	// addr is its HOST:PORT.
+	addr string
+	// opts are its flags.
+	opts engineOptions
+}
+
+// url returns the engine's base URL.
+func (e *engine) url() string { return "http://" + e.addr }
+
+// enginesimListening matches enginesim's start line, which it logs at
+// every level ("msg=listening addr=HOST:PORT").
+var enginesimListening = regexp.MustCompile(`msg=listening addr=(127\.0\.0\.1:\d+)`)
+
+// startEngines starts n engines; hidden[i] overrides the hidden load of
+// engine i.
+func (s *supervisor) startEngines(bin, prefix string, n int, opts engineOptions, hidden map[int]int) ([]*engine, error) {
+	var out []*engine
+	for i := range n {
+		o := opts
+		if h, ok := hidden[i]; ok {
+			o.HiddenLoad = h
+		}
+		p, err := s.start(fmt.Sprintf("%s-engine%d", prefix, i), bin, o.args()...)
+		if err != nil {
+			return out, err
+		}
+		m, err := s.waitLog(p, enginesimListening)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, &engine{proc: p, addr: m[1], opts: o})
+	}
+	return out, nil
+}
+
+// engineStats is the part of enginesim's GET /debug/stats the harness
+// reads.
+type engineStats struct {
+	// InFlight is the number of inference requests inside a handler now.
+	InFlight int `json:"in_flight"`
+	// MaxInFlight is the most inference requests inside a handler at once
+	// since the last reset.
+	MaxInFlight int `json:"max_in_flight"`
+	// Running and MaxRunning count requests holding a slot.
+	Running int `json:"running"`
+	// MaxRunning is the most requests holding a slot at once.
+	MaxRunning int `json:"max_running"`
+	// HiddenRunning is the hidden load's slots.
+	HiddenRunning int `json:"hidden_running"`
+	// TotalRequests counts inference requests since the last reset.
+	TotalRequests int `json:"total_requests"`
+}
+
+// stats reads the engine's /debug/stats.
+func (e *engine) stats(ctx context.Context) (engineStats, error) {
+	var st engineStats
+	err := getJSON(ctx, e.url()+"/debug/stats", &st)
+	return st, err
+}
+
+// reset lowers the engine's maxima to the current values and zeroes its
+// request counters.
+func (e *engine) reset(ctx context.Context) error {
+	return post(ctx, e.url()+"/debug/reset", http.StatusNoContent)
+}
+
+// waitEnginesIdle waits until no inference request is inside any engine.
+func (s *supervisor) waitEnginesIdle(engines []*engine) error {
+	return s.poll("engines idle", func() (bool, error) {
+		for _, e := range engines {
+			st, err := e.stats(s.ctx)
+			if err != nil {
+				return false, err
+			}
+			if st.InFlight != 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}

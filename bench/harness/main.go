@@ -1,0 +1,350 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-dev/sluice/bench/loadgen"
+)
+
+// options are the harness's flags.
+type options struct {
+	repo           string
+	rerender       bool
+	out            string
+	work           string
+	scenarios      map[string]bool
+	overheadRounds int
+	overheadRun    time.Duration
+	hiddenRounds   int
+	hiddenRun      time.Duration
+	hiddenWarmup   time.Duration
+	hiddenRate     float64
+}
+
+// scenarioNames are the scenarios in run order.
+var scenarioNames = []string{"core", "overhead", "hidden", "streams"}
+
+// parseOptions parses the command line.
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("harness", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.repo, "repo", ".", "repository root: the router and enginesim are built from it")
+	fs.StringVar(&o.out, "out", "bench/results", "directory of the published results (JSON, Markdown, PNG)")
+	fs.StringVar(&o.work, "work", "out/bench", "directory of binaries, configurations and process logs")
+	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: core, overhead, hidden, streams")
+	fs.IntVar(&o.overheadRounds, "overhead-rounds", 5, "alternating rounds of the proxy overhead scenario")
+	fs.DurationVar(&o.overheadRun, "overhead-run", 4*time.Second, "duration of each wrk run (whole seconds)")
+	fs.IntVar(&o.hiddenRounds, "hidden-rounds", 3, "alternating rounds of the hidden load scenario")
+	fs.DurationVar(&o.hiddenRun, "hidden-run", 20*time.Second, "duration of each hidden load run")
+	fs.DurationVar(&o.hiddenWarmup, "hidden-warmup", 3*time.Second, "unrecorded run per system before the first hidden load round")
+	fs.Float64Var(&o.hiddenRate, "hidden-rate", 12, "mean arrivals per second of the hidden load scenario (Poisson)")
+	fs.BoolVar(&o.rerender, "rerender", false, "measure nothing: rewrite summary.md and the charts from the results.json in -out")
+	quick := fs.Bool("quick", false, "one short round of everything: checks the harness works, numbers are not meaningful")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *quick {
+		o.overheadRounds, o.overheadRun = 1, time.Second
+		o.hiddenRounds, o.hiddenRun, o.hiddenWarmup = 1, 3*time.Second, time.Second
+	}
+	o.scenarios = map[string]bool{}
+	for _, s := range strings.Split(*scen, ",") {
+		s = strings.TrimSpace(s)
+		if !containsString(scenarioNames, s) {
+			return o, fmt.Errorf("unknown scenario %q (want some of %s)", s, strings.Join(scenarioNames, ", "))
+		}
+		o.scenarios[s] = true
+	}
+	switch {
+	case o.overheadRounds < 1 || o.hiddenRounds < 1:
+		return o, errors.New("rounds must be at least 1")
+	case o.overheadRun < time.Second || o.overheadRun%time.Second != 0:
+		return o, errors.New("-overhead-run must be whole seconds, at least 1s")
+	case o.hiddenRun < time.Second || o.hiddenWarmup < time.Second:
+		return o, errors.New("-hidden-run and -hidden-warmup must be at least 1s")
+	case o.hiddenRate <= 0 || o.hiddenRate > 1000:
+		return o, errors.New("-hidden-rate must be within (0, 1000]")
+	}
+	return o, nil
+}
+
+// containsString reports whether xs holds x.
+func containsString(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// runEnv is what every scenario needs.
+type runEnv struct {
+	opts    options
+	sup     *supervisor
+	workDir string
+	// router, enginesim, haproxy and wrk are the binaries.
+	router, enginesim, haproxy, wrk string
+	stderr                          io.Writer
+	started                         time.Time
+}
+
+// dir returns a subdirectory of the work directory.
+func (e *runEnv) dir(name string) string { return filepath.Join(e.workDir, name) }
+
+// progress prints one progress line to stderr.
+func (e *runEnv) progress(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "[%6.1fs] %s\n", time.Since(e.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "bench harness: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs the selected scenarios and writes the results.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.rerender {
+		return rerender(o.out, stderr)
+	}
+	env := &runEnv{opts: o, stderr: stderr, started: time.Now()}
+	if env.workDir, err = filepath.Abs(filepath.Join(o.work, "run-"+time.Now().UTC().Format("20060102-150405"))); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(env.workDir, 0o750); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.out, 0o750); err != nil {
+		return err
+	}
+	env.sup = newSupervisor(ctx, env.workDir)
+	defer env.sup.stopAll()
+	env.progress("work directory (logs, configurations): %s", env.workDir)
+
+	for _, tool := range []struct {
+		dst  *string
+		name string
+	}{{&env.haproxy, "haproxy"}, {&env.wrk, "wrk"}} {
+		p, err := exec.LookPath(tool.name)
+		if err != nil {
+			return fmt.Errorf("%s not found on PATH (bench/scripts/bench.sh installs it with apt-get): %w", tool.name, err)
+		}
+		*tool.dst = p
+	}
+	if err := buildBinaries(env); err != nil {
+		return err
+	}
+	results := &results{Meta: collectMeta(env)}
+	scenarios := []struct {
+		key, name string
+		run       func() error
+	}{
+		{"core", "admission core", func() (err error) { results.Core, err = runCore(env); return err }},
+		{"overhead", "proxy overhead", func() (err error) { results.Overhead, err = runOverhead(env); return err }},
+		{"hidden", "hidden load", func() (err error) { results.Hidden, err = runHiddenLoad(env); return err }},
+		{"streams", "SSE streams", func() (err error) { results.Streams, err = runStreams(env); return err }},
+	}
+	for _, sc := range scenarios {
+		if !o.scenarios[sc.key] {
+			continue
+		}
+		results.Meta.LoadAvg = append(results.Meta.LoadAvg, loadAvg("before "+sc.name))
+		start, err := env.sup.cpuMark()
+		if err != nil {
+			return err
+		}
+		if err := sc.run(); err != nil {
+			return scenarioError(env, sc.name, err)
+		}
+		end, err := env.sup.cpuMark()
+		if err != nil {
+			return err
+		}
+		u := usageSince(sc.name, start, end, runtime.NumCPU())
+		results.Meta.CPU = append(results.Meta.CPU, u)
+		env.progress("%s: %.0f s; CPU used by other processes on the machine: %.0f%% of its capacity", sc.name, u.WallSeconds, 100*u.OtherShare)
+	}
+	results.Meta.LoadAvg = append(results.Meta.LoadAvg, loadAvg("end"))
+	results.Meta.WallSeconds = time.Since(env.started).Seconds()
+	if err := writeResults(env, results); err != nil {
+		return err
+	}
+	env.progress("done in %.0fs; results in %s", time.Since(env.started).Seconds(), o.out)
+	return nil
+}
+
+// scenarioError names the scenario and prefers the supervisor's cause (a
+// process that died, an interrupt) over the error it produced.
+func scenarioError(env *runEnv, name string, err error) error {
+	if cause := env.sup.err(); cause != nil {
+		err = cause
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// buildBinaries builds the router and enginesim into the bin directory
+// under -work (shared by runs, so old runs leave only their logs).
+func buildBinaries(env *runEnv) error {
+	bin, err := filepath.Abs(filepath.Join(env.opts.work, "bin"))
+	if err != nil {
+		return err
+	}
+	for _, b := range []struct {
+		dst *string
+		pkg string
+	}{{&env.router, "./cmd/router"}, {&env.enginesim, "./cmd/enginesim"}} {
+		*b.dst = filepath.Join(bin, filepath.Base(b.pkg))
+		env.progress("go build -o %s %s", *b.dst, b.pkg)
+		cmd := exec.CommandContext(env.sup.ctx, "go", "build", "-o", *b.dst, b.pkg) //nolint:gosec // fixed package paths.
+		cmd.Dir = env.opts.repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", b.pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// primeCapacity sends one small request through a Capacity tier, which
+// makes the router sample its members' pressure, and waits until every
+// member's pressure is fresh: the tier then ranks with engine pressure
+// from its first measured request, as it does under continuous traffic.
+func primeCapacity(env *runEnv, rt *routerProc, tierKey string) error {
+	var alias string
+	for _, t := range rt.tiers {
+		if t.key() == tierKey {
+			alias = t.Alias
+		}
+	}
+	r, err := loadgen.Run(env.sup.ctx, loadgen.Config{
+		BaseURL: rt.url(), Model: alias, NoStream: true, MaxTokens: 1,
+		Concurrency: 1, Requests: 1, RequestTimeout: 30 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	if err := checkLoad("priming "+tierKey, r); err != nil {
+		return err
+	}
+	return requireFresh(env, rt, tierKey)
+}
+
+// requireFresh waits until every member of the tier has fresh pressure.
+func requireFresh(env *runEnv, rt *routerProc, tierKey string) error {
+	var last []string
+	err := env.sup.poll("fresh pressure on "+tierKey, func() (bool, error) {
+		f, err := rt.freshness(env.sup.ctx, tierKey)
+		if err != nil {
+			return false, err
+		}
+		last = f
+		for _, v := range f {
+			if v != "fresh" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last seen: %v)", err, last)
+	}
+	return nil
+}
+
+// requireIdleRouter checks that a router holds no lease once its load
+// ended (a leak would distort the next measurement).
+func requireIdleRouter(env *runEnv, rt *routerProc) error {
+	return env.sup.poll("router leases back to zero", func() (bool, error) {
+		c, err := rt.capacity(env.sup.ctx)
+		if err != nil {
+			return false, err
+		}
+		return c.active() == 0, nil
+	})
+}
+
+// loadSample is the machine's load average at one point of the run.
+type loadSample struct {
+	// At names the point.
+	At string `json:"at"`
+	// LoadAvg is the first three fields of /proc/loadavg.
+	LoadAvg string `json:"loadavg"`
+}
+
+// loadAvg samples /proc/loadavg; other engineers' builds and tests share
+// the machine, and this is the trace they leave.
+func loadAvg(at string) loadSample {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return loadSample{At: at, LoadAvg: "unavailable"}
+	}
+	f := strings.Fields(string(b))
+	return loadSample{At: at, LoadAvg: strings.Join(f[:min(3, len(f))], " ")}
+}
+
+// meta describes the run and the machine.
+type meta struct {
+	Date        string       `json:"date"`
+	GoVersion   string       `json:"go_version"`
+	CPUs        int          `json:"cpus"`
+	Kernel      string       `json:"kernel"`
+	HAProxy     string       `json:"haproxy"`
+	Wrk         string       `json:"wrk"`
+	Commit      string       `json:"commit"`
+	LoadAvg     []loadSample `json:"loadavg"`
+	CPU         []cpuUsage   `json:"cpu"`
+	WallSeconds float64      `json:"wall_seconds"`
+}
+
+// collectMeta describes the machine; a tool that cannot say its version
+// is recorded as such, not guessed.
+func collectMeta(env *runEnv) meta {
+	first := func(name string, args ...string) string {
+		cmd := exec.CommandContext(env.sup.ctx, name, args...) //nolint:gosec // fixed tool invocations.
+		cmd.Dir = env.opts.repo
+		out, _ := cmd.CombinedOutput()
+		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		if line == "" {
+			return "unknown"
+		}
+		return line
+	}
+	return meta{
+		Date:      time.Now().UTC().Format(time.RFC3339),
+		GoVersion: runtime.Version(),
+		CPUs:      runtime.NumCPU(),
+		Kernel:    first("uname", "-sr"),
+		HAProxy:   first(env.haproxy, "-v"),
+		Wrk:       first(env.wrk, "-v"),
+		Commit:    first("git", "rev-parse", "--short", "HEAD"),
+	}
+}

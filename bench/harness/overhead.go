@@ -1,0 +1,244 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// Scenario 1 (proxy overhead) constants.
+const (
+	// overheadEngines is the number of instant enginesim members.
+	overheadEngines = 3
+	// overheadCeiling is every member's router ceiling and HAProxy maxconn:
+	// equal to the saturation concurrency, so neither proxy refuses or
+	// queues at 32 connections whatever the distribution.
+	overheadCeiling = 32
+	// overheadMaxNumSeqs is the engines' slots: above the ceiling, so an
+	// instant engine never queues a request.
+	overheadMaxNumSeqs = 64
+	// saturationConns is the connection count of the throughput runs
+	// (SPEC §12).
+	saturationConns = 32
+	// saturationThreads is wrk's thread count at saturation, one per core
+	// of the 2-core machine.
+	saturationThreads = 2
+	// warmupDuration is the unrecorded wrk run per system and concurrency
+	// before the first round: it opens the proxies' upstream connections
+	// and lets the Capacity tier's pressure samples become fresh.
+	warmupDuration = 2 * time.Second
+)
+
+// overheadBody is the small non-streaming request every system gets; the
+// model names have equal lengths, so the bodies have equal sizes.
+func overheadBody(model string) string {
+	return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`
+}
+
+// overheadSystem is one system under test in scenario 1.
+type overheadSystem struct {
+	// Name is the row label.
+	Name string `json:"name"`
+	// URL is the chat completions URL wrk targets.
+	URL string `json:"-"`
+	// script is the wrk Lua script's path.
+	script string
+	// capacityTier is the tier key when this is the Capacity tier, whose
+	// pressure is primed before every run.
+	capacityTier string
+	// C1 and C32 are the per-round results at concurrency 1 and 32.
+	C1 []wrkResult `json:"c1"`
+	// C32 is the per-round results at 32 connections.
+	C32 []wrkResult `json:"c32"`
+}
+
+// overheadResult is scenario 1's measurements and summary.
+type overheadResult struct {
+	// Rounds is the number of alternating rounds.
+	Rounds int `json:"rounds"`
+	// RunSeconds is the duration of each wrk run.
+	RunSeconds float64 `json:"run_seconds"`
+	// Systems holds the raw per-round results.
+	Systems []*overheadSystem `json:"systems"`
+	// Summary holds the medians and ratios.
+	Summary overheadSummary `json:"summary"`
+	// Commands are the exact commands run, with placeholders for ports.
+	Commands []string `json:"commands"`
+}
+
+// overheadRow is one system's medians.
+type overheadRow struct {
+	// Name is the system.
+	Name string `json:"name"`
+	// P50US and P99US are the medians over rounds of the concurrency-1
+	// latencies.
+	P50US float64 `json:"p50_us"`
+	// P99US is the median 99th percentile at concurrency 1.
+	P99US float64 `json:"p99_us"`
+	// AddedP50US and AddedP99US are the medians over rounds of the
+	// difference to direct measured in the same round (zero for direct).
+	AddedP50US float64 `json:"added_p50_us"`
+	// AddedP99US is the median added 99th percentile.
+	AddedP99US float64 `json:"added_p99_us"`
+	// RPS1 is the median throughput at concurrency 1.
+	RPS1 float64 `json:"rps_c1"`
+	// RPS32 is the median throughput at 32 connections.
+	RPS32 float64 `json:"rps_c32"`
+	// VsHAProxy is the median over rounds of RPS32 / HAProxy's RPS32 in
+	// the same round.
+	VsHAProxy float64 `json:"rps_c32_vs_haproxy"`
+}
+
+// overheadSummary is scenario 1's table.
+type overheadSummary struct {
+	// Rows has one entry per system, in run order.
+	Rows []overheadRow `json:"rows"`
+}
+
+// runOverhead runs scenario 1.
+func runOverhead(env *runEnv) (*overheadResult, error) {
+	sup, o := env.sup, env.opts
+	zero := engineOptions{MaxNumSeqs: overheadMaxNumSeqs, OutputTokens: 1}
+	engines, err := sup.startEngines(env.enginesim, "overhead", overheadEngines, zero, nil)
+	if err != nil {
+		return nil, err
+	}
+	var procs []*process
+	for _, e := range engines {
+		procs = append(procs, e.proc)
+	}
+	defer func() { sup.stopGroup(procs) }()
+	tiers := []tierSpec{
+		{Name: "rr", Alias: aliasRoundRobin, Strategy: "RoundRobin", Ceiling: overheadCeiling, Engines: engines},
+		{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: overheadCeiling, Engines: engines},
+	}
+	rt, err := sup.startRouter(env.router, "overhead-router", env.dir("overhead-tiers"), tiers)
+	if err != nil {
+		return nil, err
+	}
+	procs = append(procs, rt.proc)
+	hp, err := sup.startHAProxy(env.haproxy, "overhead-haproxy", env.workDir, haproxyOptions{MaxConn: overheadCeiling, Engines: engines})
+	if err != nil {
+		return nil, err
+	}
+	procs = append(procs, hp.proc)
+
+	const path = "/v1/chat/completions"
+	systems := []*overheadSystem{
+		{Name: "direct", URL: engines[0].url() + path},
+		{Name: "sluice RoundRobin", URL: "http://" + rt.front + path},
+		{Name: "sluice Capacity", URL: "http://" + rt.front + path, capacityTier: tiers[1].key()},
+		{Name: "HAProxy leastconn", URL: "http://" + hp.addr + path},
+	}
+	models := []string{benchModel, aliasRoundRobin, aliasCapacity, benchModel}
+	for i, s := range systems {
+		if s.script, err = writeWrkScript(env.workDir, fmt.Sprintf("overhead-%d", i), overheadBody(models[i])); err != nil {
+			return nil, err
+		}
+	}
+	res := &overheadResult{Rounds: o.overheadRounds, RunSeconds: o.overheadRun.Seconds(), Systems: systems}
+	res.Commands = []string{
+		fmt.Sprintf("wrk -t 1 -c 1 -d %ds --latency -s SCRIPT URL", int(o.overheadRun.Seconds())),
+		fmt.Sprintf("wrk -t %d -c %d -d %ds --latency -s SCRIPT URL", saturationThreads, saturationConns, int(o.overheadRun.Seconds())),
+		"SCRIPT: " + wrkScript(overheadBody("MODEL")),
+	}
+
+	run := func(s *overheadSystem, label string, conns, threads int, d time.Duration) (wrkResult, error) {
+		if s.capacityTier != "" {
+			if err := primeCapacity(env, rt, s.capacityTier); err != nil {
+				return wrkResult{}, err
+			}
+		}
+		env.progress("overhead: %s, %d connection(s), %v", s.Name, conns, d)
+		return runWrk(sup.ctx, sup, label, wrkRun{URL: s.URL, Script: s.script, Threads: threads, Connections: conns, Duration: d})
+	}
+	for i, s := range systems {
+		if _, err := run(s, fmt.Sprintf("overhead-warmup-%d-c1", i), 1, 1, warmupDuration); err != nil {
+			return nil, err
+		}
+		if _, err := run(s, fmt.Sprintf("overhead-warmup-%d-c32", i), saturationConns, saturationThreads, warmupDuration); err != nil {
+			return nil, err
+		}
+	}
+	for r := range o.overheadRounds {
+		for i, s := range systems {
+			w, err := run(s, fmt.Sprintf("overhead-r%d-%d-c1", r+1, i), 1, 1, o.overheadRun)
+			if err != nil {
+				return nil, err
+			}
+			s.C1 = append(s.C1, w)
+		}
+		for i, s := range systems {
+			w, err := run(s, fmt.Sprintf("overhead-r%d-%d-c32", r+1, i), saturationConns, saturationThreads, o.overheadRun)
+			if err != nil {
+				return nil, err
+			}
+			s.C32 = append(s.C32, w)
+		}
+	}
+	if err := requireIdleRouter(env, rt); err != nil {
+		return nil, err
+	}
+	res.Summary, err = summarizeOverhead(systems)
+	return res, err
+}
+
+// summarizeOverhead computes scenario 1's medians and paired ratios. The
+// first system is direct, the last HAProxy.
+func summarizeOverhead(systems []*overheadSystem) (overheadSummary, error) {
+	var sum overheadSummary
+	if len(systems) < 2 {
+		return sum, fmt.Errorf("overhead: %w", errNoSamples)
+	}
+	direct, hap := systems[0], systems[len(systems)-1]
+	p50 := func(w wrkResult) float64 { return w.P50US }
+	p99 := func(w wrkResult) float64 { return w.P99US }
+	rps := func(w wrkResult) float64 { return w.RPS }
+	series := func(ws []wrkResult, f func(wrkResult) float64) []float64 {
+		out := make([]float64, len(ws))
+		for i, w := range ws {
+			out[i] = f(w)
+		}
+		return out
+	}
+	for _, s := range systems {
+		row := overheadRow{Name: s.Name}
+		var err error
+		if row.P50US, err = medianOf(s.C1, p50); err != nil {
+			return sum, fmt.Errorf("%s p50: %w", s.Name, err)
+		}
+		if row.P99US, err = medianOf(s.C1, p99); err != nil {
+			return sum, fmt.Errorf("%s p99: %w", s.Name, err)
+		}
+		if row.RPS1, err = medianOf(s.C1, rps); err != nil {
+			return sum, fmt.Errorf("%s rps c1: %w", s.Name, err)
+		}
+		if row.RPS32, err = medianOf(s.C32, rps); err != nil {
+			return sum, fmt.Errorf("%s rps c32: %w", s.Name, err)
+		}
+		d50, err := pairedDifferences(series(s.C1, p50), series(direct.C1, p50))
+		if err != nil {
+			return sum, err
+		}
+		d99, err := pairedDifferences(series(s.C1, p99), series(direct.C1, p99))
+		if err != nil {
+			return sum, err
+		}
+		vs, err := pairedRatios(series(s.C32, rps), series(hap.C32, rps))
+		if err != nil {
+			return sum, err
+		}
+		if row.AddedP50US, err = median(d50); err != nil {
+			return sum, err
+		}
+		if row.AddedP99US, err = median(d99); err != nil {
+			return sum, err
+		}
+		if row.VsHAProxy, err = median(vs); err != nil {
+			return sum, err
+		}
+		sum.Rows = append(sum.Rows, row)
+	}
+	return sum, nil
+}

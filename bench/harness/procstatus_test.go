@@ -1,0 +1,101 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+const procStatusSample = `Name:	router
+Umask:	0022
+State:	S (sleeping)
+VmPeak:	 1850600 kB
+VmSize:	 1850600 kB
+VmHWM:	   61232 kB
+VmRSS:	   48100 kB
+RssAnon:	   30000 kB
+Threads:	9
+`
+
+func TestParseProcStatus(t *testing.T) {
+	st, err := parseProcStatus([]byte(procStatusSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st != (memStatus{RSSKiB: 48100, HWMKiB: 61232, Threads: 9}) {
+		t.Fatalf("status = %+v", st)
+	}
+	for _, drop := range []string{"VmRSS", "VmHWM", "Threads"} {
+		t.Run("without "+drop, func(t *testing.T) {
+			var kept []string
+			for _, l := range strings.Split(procStatusSample, "\n") {
+				if !strings.HasPrefix(l, drop+":") {
+					kept = append(kept, l)
+				}
+			}
+			if _, err := parseProcStatus([]byte(strings.Join(kept, "\n"))); !errors.Is(err, errProcStatus) {
+				t.Fatalf("error = %v, want errProcStatus", err)
+			}
+		})
+	}
+	if _, err := parseProcStatus([]byte("VmRSS:\t12 MB\nVmHWM:\t1 kB\nThreads:\t1\n")); !errors.Is(err, errProcStatus) {
+		t.Fatalf("unit MB accepted: %v", err)
+	}
+}
+
+func TestReadProcStatusSelf(t *testing.T) {
+	st, err := readProcStatus(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RSSKiB <= 0 || st.HWMKiB < st.RSSKiB || st.Threads < 1 {
+		t.Fatalf("implausible status of this test process: %+v", st)
+	}
+}
+
+func TestParseGoroutines(t *testing.T) {
+	body := "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\n"
+	n, ok, err := parseGoroutines([]byte(body))
+	if err != nil || !ok || n != 42 {
+		t.Fatalf("parseGoroutines = %v, %v, %v", n, ok, err)
+	}
+	if _, ok, err := parseGoroutines([]byte("# TYPE other gauge\nother 1\n")); err != nil || ok {
+		t.Fatalf("without go_goroutines: ok=%v err=%v", ok, err)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	b := []byte("cpu  1000 50 300 8000 200 10 20 5 0 0\ncpu0 500 25 150 4000 100 5 10 2 0 0\nintr 1 2 3\n")
+	m, err := parseProcStat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Busy: user+nice+system+irq+softirq+steal = 1385 ticks; total adds idle and iowait.
+	if m.Busy != 13.85 || m.Total != 95.85 {
+		t.Fatalf("machine CPU = %+v", m)
+	}
+	if _, err := parseProcStat([]byte("intr 1\n")); !errors.Is(err, errProcStatus) {
+		t.Fatalf("no cpu line: %v", err)
+	}
+	start := cpuMark{at: time.Unix(0, 0), machine: machineCPU{Busy: 10}, bench: time.Second}
+	end := cpuMark{at: time.Unix(10, 0), machine: machineCPU{Busy: 20}, bench: 6 * time.Second}
+	u := usageSince("s", start, end, 2)
+	if u.OtherSeconds != 5 || u.OtherShare != 0.25 || u.BenchSeconds != 5 {
+		t.Fatalf("usage = %+v", u)
+	}
+}
+
+func TestReadProcStat(t *testing.T) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Skip("no /proc/stat:", err)
+	}
+	m, err := parseProcStat(b)
+	if err != nil || m.Total <= 0 || m.Busy > m.Total {
+		t.Fatalf("machine CPU = %+v, %v", m, err)
+	}
+}

@@ -1,0 +1,282 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SPEC §12 targets.
+const (
+	// targetAcquireReleaseNs is the most one Acquire+Release of a
+	// 16-member Capacity tier may take, single-thread.
+	targetAcquireReleaseNs = 2000
+	// targetAddedP50US is the most the router may add to the p50 latency
+	// at concurrency 1.
+	targetAddedP50US = 150
+	// targetAddedP99US is the most the router may add to the p99 latency
+	// at concurrency 1.
+	targetAddedP99US = 1000
+	// targetVsHAProxy is the least router throughput at 32 connections,
+	// as a fraction of HAProxy's.
+	targetVsHAProxy = 0.7
+	// targetCapacityVsRoundRobin is the most Capacity's e2e p99 may be, as
+	// a fraction of RoundRobin's, under hidden load.
+	targetCapacityVsRoundRobin = 0.6
+	// targetCapacityVsHAProxy is the most Capacity's e2e p99 may be, as a
+	// fraction of HAProxy leastconn's.
+	targetCapacityVsHAProxy = 1.0
+	// targetStreamsRSSMiB is the most RSS the router may reach with 1000
+	// concurrent streams.
+	targetStreamsRSSMiB = 200
+)
+
+// results is everything one run measured.
+type results struct {
+	Meta     meta            `json:"meta"`
+	Core     *coreResult     `json:"core,omitempty"`
+	Overhead *overheadResult `json:"overhead,omitempty"`
+	Hidden   *hiddenResult   `json:"hidden_load,omitempty"`
+	Streams  *streamsResult  `json:"streams,omitempty"`
+	Verdicts []verdict       `json:"verdicts"`
+}
+
+// verdict is one SPEC §12 target against its measurement.
+type verdict struct {
+	// Target quotes the target.
+	Target string `json:"target"`
+	// Measured is the figure that decides it.
+	Measured string `json:"measured"`
+	// Met says whether the target is met.
+	Met bool `json:"met"`
+}
+
+// verdicts judges the measurements against SPEC §12.
+func (r *results) verdicts() []verdict {
+	var out []verdict
+	if c := r.Core; c != nil {
+		out = append(out,
+			verdict{
+				Target:   "Acquire+Release, 16 members, Capacity: ≤ 2 µs median single-thread",
+				Measured: fmt.Sprintf("%.0f ns", c.Capacity16.NsPerOp),
+				Met:      c.Capacity16.NsPerOp <= targetAcquireReleaseNs,
+			},
+			verdict{
+				Target:   "Acquire+Release: no allocation growth with tier count (64 vs 1 tier)",
+				Measured: fmt.Sprintf("%.0f vs %.0f allocs/op", c.Tiers64.AllocsPerOp, c.Tiers1.AllocsPerOp),
+				Met:      c.Tiers64.AllocsPerOp <= c.Tiers1.AllocsPerOp,
+			},
+			verdict{
+				Target:   fmt.Sprintf("Acquire+Release: 256 members across 64 tiers cost the same per decision as 1 tier (within %.2f×)", sameCostTolerance),
+				Measured: fmt.Sprintf("%.0f vs %.0f ns (%.2f×)", c.Tiers64.NsPerOp, c.Tiers1.NsPerOp, c.Tiers64VsTiers1),
+				Met:      c.Tiers64VsTiers1 <= sameCostTolerance,
+			})
+	}
+	if r.Overhead != nil {
+		for _, row := range r.Overhead.Summary.Rows {
+			if !strings.HasPrefix(row.Name, "sluice") {
+				continue
+			}
+			out = append(out,
+				verdict{
+					Target:   row.Name + ": p50 added at concurrency 1 ≤ 150 µs",
+					Measured: fmt.Sprintf("%.0f µs", row.AddedP50US),
+					Met:      row.AddedP50US <= targetAddedP50US,
+				},
+				verdict{
+					Target:   row.Name + ": p99 added at concurrency 1 ≤ 1 ms",
+					Measured: fmt.Sprintf("%.0f µs", row.AddedP99US),
+					Met:      row.AddedP99US <= targetAddedP99US,
+				},
+				verdict{
+					Target:   row.Name + ": throughput at 32 connections ≥ 0.7× HAProxy leastconn",
+					Measured: fmt.Sprintf("%.2f×", row.VsHAProxy),
+					Met:      row.VsHAProxy >= targetVsHAProxy,
+				})
+		}
+	}
+	if h := r.Hidden; h != nil {
+		out = append(out,
+			verdict{
+				Target:   "hidden load: Capacity e2e p99 ≤ 0.6× RoundRobin",
+				Measured: fmt.Sprintf("%.2f×", h.Summary.CapacityVsRoundRobinP99),
+				Met:      h.Summary.CapacityVsRoundRobinP99 <= targetCapacityVsRoundRobin,
+			},
+			verdict{
+				Target:   "hidden load: Capacity e2e p99 ≤ HAProxy leastconn",
+				Measured: fmt.Sprintf("%.2f×", h.Summary.CapacityVsHAProxyP99),
+				Met:      h.Summary.CapacityVsHAProxyP99 <= targetCapacityVsHAProxy,
+			})
+		for _, row := range h.Summary.Rows {
+			if strings.HasPrefix(row.Name, "sluice") {
+				out = append(out, verdict{
+					Target:   "hidden load: " + row.Name + " ceiling overshoot 0",
+					Measured: fmt.Sprint(row.MaxOver),
+					Met:      row.MaxOver == 0,
+				})
+			}
+		}
+	}
+	if s := r.Streams; s != nil {
+		leaked := 0
+		for _, p := range s.Phases {
+			leaked = max(leaked, p.LeasesAfter)
+		}
+		out = append(out,
+			verdict{
+				Target:   "1000 concurrent SSE streams: zero leaked leases",
+				Measured: fmt.Sprintf("%d leases left (worst phase)", leaked),
+				Met:      leaked == 0,
+			},
+			verdict{
+				Target:   "1000 concurrent SSE streams: RSS ≤ 200 MiB",
+				Measured: fmt.Sprintf("peak %.1f MiB (VmHWM)", mib(s.HWMKiB)),
+				Met:      mib(s.HWMKiB) <= targetStreamsRSSMiB,
+			})
+	}
+	return out
+}
+
+// writeResults writes results.json, summary.md and the charts.
+func writeResults(env *runEnv, r *results) error {
+	r.Verdicts = r.verdicts()
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(env.opts.out, "results.json"), append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return render(env.opts.out, r, env.stderr)
+}
+
+// render writes summary.md and the charts of r into dir and prints the
+// summary.
+func render(dir string, r *results, stderr io.Writer) error {
+	if err := writeCharts(dir, r); err != nil {
+		return err
+	}
+	md := summaryMarkdown(r)
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(md), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprint(stderr, "\n"+md)
+	return nil
+}
+
+// rerender reads dir/results.json of an earlier run and writes its
+// summary.md and charts again, without measuring anything.
+func rerender(dir string, stderr io.Writer) error {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json")) //nolint:gosec // the results directory the caller named.
+	if err != nil {
+		return err
+	}
+	var r results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+	}
+	r.Verdicts = r.verdicts()
+	return render(dir, &r, stderr)
+}
+
+// summaryMarkdown renders the tables and verdicts.
+func summaryMarkdown(r *results) string {
+	var b strings.Builder
+	m := r.Meta
+	fmt.Fprintf(&b, "# sluice benchmark results\n\n")
+	fmt.Fprintf(&b, "Run %s, commit %s (plus the work tree at that time), %s, %d CPUs, %s; %s; %s. ",
+		m.Date, m.Commit, m.GoVersion, m.CPUs, m.Kernel, m.HAProxy, m.Wrk)
+	fmt.Fprintf(&b, "Every process (load generator, router, engines, HAProxy) ran on this one 2-core machine, "+
+		"which other engineers' builds and tests share (the CPU table below shows how much they used during this run); load averages: ")
+	var la []string
+	for _, l := range m.LoadAvg {
+		la = append(la, fmt.Sprintf("%s %s", l.At, l.LoadAvg))
+	}
+	fmt.Fprintf(&b, "%s. Wall time %.0f s.\n\n", strings.Join(la, "; "), m.WallSeconds)
+	if len(m.CPU) > 0 {
+		b.WriteString("CPU time per scenario (from /proc/stat and the benchmark processes' own usage): \"other\" is what processes outside the benchmark used, as a share of the machine's capacity. " +
+			"It is approximate: the kernel's tick-based totals and the processes' own accounting differ by several percent, so a small share reads as 0.\n\n")
+		b.WriteString("| scenario | wall | machine busy | benchmark processes | other | other share |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, u := range m.CPU {
+			fmt.Fprintf(&b, "| %s | %.0f s | %.0f CPU·s | %.0f CPU·s | %.0f CPU·s | %.0f %% |\n",
+				u.Scenario, u.WallSeconds, u.MachineBusySeconds, u.BenchSeconds, u.OtherSeconds, 100*u.OtherShare)
+		}
+		b.WriteString("\n")
+	}
+
+	if c := r.Core; c != nil {
+		fmt.Fprintf(&b, "## Admission core (Go benchmarks)\n\n`%s`; medians of %d runs.\n\n", c.Command, coreCount)
+		b.WriteString("| benchmark | ns/op | B/op | allocs/op |\n|---|---:|---:|---:|\n")
+		for _, row := range c.Rows {
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f |\n", row.Name, row.NsPerOp, row.BytesPerOp, row.AllocsPerOp)
+		}
+		b.WriteString("\n")
+	}
+	if o := r.Overhead; o != nil {
+		fmt.Fprintf(&b, "## Proxy overhead (wrk, small non-streaming chat request, instant enginesim)\n\n")
+		fmt.Fprintf(&b, "Medians over %d alternating rounds of %.0f s runs; \"added\" is the median of the same-round differences to direct; "+
+			"the HAProxy ratio is the median of the same-round ratios.\n\n", o.Rounds, o.RunSeconds)
+		b.WriteString("| system | c=1 p50 | c=1 p99 | added p50 | added p99 | c=1 req/s | c=32 req/s | c=32 vs HAProxy |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, row := range o.Summary.Rows {
+			fmt.Fprintf(&b, "| %s | %.0f µs | %.0f µs | %+.0f µs | %+.0f µs | %.0f | %.0f | %.2f× |\n",
+				row.Name, row.P50US, row.P99US, row.AddedP50US, row.AddedP99US, row.RPS1, row.RPS32, row.VsHAProxy)
+		}
+		b.WriteString("\n")
+	}
+	if h := r.Hidden; h != nil {
+		fmt.Fprintf(&b, "## Hidden load (bench/loadgen, streaming chat, open loop)\n\n")
+		fmt.Fprintf(&b, "%s. Poisson arrivals at %.0f req/s for %.0f s per run, the same schedule for every system within a round; "+
+			"medians over %d alternating rounds. Overshoot: most requests inside one engine at once minus its ceiling (%d), from the engines' /debug/stats, reset before every run.\n\n",
+			h.Engines, h.Rate, h.RunSeconds, h.Rounds, hiddenCeiling)
+		b.WriteString("| system | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 | busy engine's share | max overshoot | requests/run |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, row := range h.Summary.Rows {
+			fmt.Fprintf(&b, "| %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.1f %% | %d | %d |\n",
+				row.Name, row.TTFTP50, row.TTFTP99, row.E2EP50, row.E2EP99, 100*row.Busy, row.MaxOver, row.Requests)
+		}
+		fmt.Fprintf(&b, "\nCapacity e2e p99 / RoundRobin: %.2f×; Capacity e2e p99 / HAProxy leastconn: %.2f× (medians of same-round ratios).\n\n",
+			h.Summary.CapacityVsRoundRobinP99, h.Summary.CapacityVsHAProxyP99)
+	}
+	if s := r.Streams; s != nil {
+		fmt.Fprintf(&b, "## %d concurrent SSE streams through one router (Capacity tier, 3 engines)\n\n", s.Streams)
+		goroutines := "not exposed by the router's /metrics"
+		if s.GoroutinesExposed && s.GoroutinesIdle != nil {
+			goroutines = fmt.Sprintf("%.0f", *s.GoroutinesIdle)
+		}
+		fmt.Fprintf(&b, "Router idle before the streams: RSS %.1f MiB, %d threads, goroutines %s.\n\n", mib(s.Idle.RSSKiB), s.Idle.Threads, goroutines)
+		b.WriteString("| streams | completed | cut by client | peak leases | peak RSS | leases after | engine in-flight after | RSS after | threads after | goroutines peak / after | TTFT p50 / p99 |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+		for _, p := range s.Phases {
+			g := "not exposed"
+			if p.GoroutinesPeak != nil && p.GoroutinesAfter != nil {
+				g = fmt.Sprintf("%.0f / %.0f", *p.GoroutinesPeak, *p.GoroutinesAfter)
+			}
+			ttft := "—"
+			if p.Succeeded > 0 {
+				ttft = fmt.Sprintf("%.0f / %.0f ms", p.TTFTP50MS, p.TTFTP99MS)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f MiB | %d | %d | %.1f MiB | %d | %s | %s |\n",
+				p.Name, p.Succeeded, p.TimedOut, p.PeakActive, mib(p.PeakRSSKiB), p.LeasesAfter, p.EngineInFlightAfter,
+				mib(p.After.RSSKiB), p.After.Threads, g, ttft)
+		}
+		fmt.Fprintf(&b, "\nRouter peak RSS over the whole scenario (VmHWM): %.1f MiB.\n\n", mib(s.HWMKiB))
+	}
+	if len(r.Verdicts) > 0 {
+		b.WriteString("## SPEC §12 verdicts\n\n| target | measured | verdict |\n|---|---|---|\n")
+		for _, v := range r.Verdicts {
+			verdict := "**not met**"
+			if v.Met {
+				verdict = "met"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", v.Target, v.Measured, verdict)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

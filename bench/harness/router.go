@@ -1,0 +1,250 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Names shared by the engines, the router tiers and the request bodies.
+// The three model names have the same length, so every system under test
+// gets request bodies of the same size.
+const (
+	// benchModel is the engines' served model, sent directly and through
+	// HAProxy.
+	benchModel = "sim-00"
+	// aliasRoundRobin is the alias of the RoundRobin tier.
+	aliasRoundRobin = "sim-rr"
+	// aliasCapacity is the alias of the Capacity tier.
+	aliasCapacity = "sim-cp"
+	// benchAliases are the further names every engine accepts, as a real
+	// engine's extra --served-model-name values.
+	benchAliases = aliasRoundRobin + "," + aliasCapacity
+	// benchNode is the router's --node-name and every tier's nodeName.
+	benchNode = "bench"
+	// benchNamespace is every tier's namespace.
+	benchNamespace = "bench"
+)
+
+// tierSpec is one ReplicaTier the harness writes for the router.
+type tierSpec struct {
+	// Name is metadata.name.
+	Name string
+	// Alias is the tier's single alias.
+	Alias string
+	// Strategy is RoundRobin or Capacity.
+	Strategy string
+	// Ceiling is every member's maxConcurrency.
+	Ceiling int
+	// Engines are the members, named m0, m1, … in order.
+	Engines []*engine
+}
+
+// key returns the tier's namespace/name.
+func (t tierSpec) key() string { return benchNamespace + "/" + t.Name }
+
+// manifest renders the tier as a ReplicaTier manifest for files mode.
+// Capacity tiers sample the members' vLLM metrics.
+func (t tierSpec) manifest() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: sluice.dev/v1alpha1\nkind: ReplicaTier\nmetadata: {name: %s, namespace: %s}\nspec:\n", t.Name, benchNamespace)
+	fmt.Fprintf(&b, "  nodeName: %s\n  aliases: [%s]\n  servedModel: %s\n  strategy: %s\n  members:\n", benchNode, t.Alias, benchModel, t.Strategy)
+	for i, e := range t.Engines {
+		metrics := ""
+		if t.Strategy == "Capacity" {
+			metrics = ", metrics: {engine: vllm}"
+		}
+		fmt.Fprintf(&b, "  - {id: m%d, endpoint: \"%s\", maxConcurrency: %d%s}\n", i, e.url(), t.Ceiling, metrics)
+	}
+	b.WriteString("  upstream: {responseHeaderTimeout: 120s, idleTimeout: 60s}\n")
+	return b.String()
+}
+
+// routerProc is one running router.
+type routerProc struct {
+	proc *process
+	// front and admin are the HOST:PORT of its two listeners.
+	front, admin string
+	tiers        []tierSpec
+}
+
+// routerStarted matches the router's start line (JSON, one line).
+var (
+	routerStarted     = regexp.MustCompile(`(?m)^.*"msg":"router started".*$`)
+	routerListen      = regexp.MustCompile(`"listen":"(127\.0\.0\.1:\d+)"`)
+	routerAdminListen = regexp.MustCompile(`"admin_listen":"(127\.0\.0\.1:\d+)"`)
+)
+
+// startRouter writes the tiers into dir and starts the router in files
+// mode on ephemeral loopback ports, then waits until every member of every
+// tier is ready.
+func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*routerProc, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	var docs []string
+	for _, t := range tiers {
+		docs = append(docs, t.manifest())
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tiers.yaml"), []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		return nil, err
+	}
+	p, err := s.start(name, bin,
+		"--tiers-dir", dir,
+		"--node-name", benchNode,
+		"--listen", "127.0.0.1:0",
+		"--admin-listen", "127.0.0.1:0",
+	)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.waitLog(p, routerStarted)
+	if err != nil {
+		return nil, err
+	}
+	front, admin := routerListen.FindStringSubmatch(m[0]), routerAdminListen.FindStringSubmatch(m[0])
+	if front == nil || admin == nil {
+		return nil, fmt.Errorf("%w: router start line without listen addresses: %s", errStartTimeout, m[0])
+	}
+	r := &routerProc{proc: p, front: front[1], admin: admin[1], tiers: tiers}
+	err = s.poll("every router member ready", func() (bool, error) {
+		c, err := r.capacity(s.ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, t := range tiers {
+			tc, ok := c.tier(t.key())
+			if !ok || len(tc.Members) != len(t.Engines) {
+				return false, nil
+			}
+			for _, m := range tc.Members {
+				if !m.Ready {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	return r, err
+}
+
+// url returns the router's OpenAI API root.
+func (r *routerProc) url() string { return "http://" + r.front + "/v1" }
+
+// capacityView is the part of GET /admin/v1/capacity the harness reads.
+type capacityView struct {
+	Tiers []tierCapacity `json:"tiers"`
+}
+
+// tierCapacity is one tier of the capacity view.
+type tierCapacity struct {
+	Tier    string           `json:"tier"`
+	Active  int              `json:"active"`
+	Members []memberCapacity `json:"members"`
+}
+
+// memberCapacity is one member of the capacity view.
+type memberCapacity struct {
+	ID       string `json:"id"`
+	Active   int    `json:"active"`
+	Ready    bool   `json:"ready"`
+	Pressure *struct {
+		Freshness string `json:"freshness"`
+	} `json:"pressure"`
+}
+
+// tier returns the tier with the given key.
+func (c capacityView) tier(key string) (tierCapacity, bool) {
+	for _, t := range c.Tiers {
+		if t.Tier == key {
+			return t, true
+		}
+	}
+	return tierCapacity{}, false
+}
+
+// active returns the leases held across every tier.
+func (c capacityView) active() int {
+	n := 0
+	for _, t := range c.Tiers {
+		n += t.Active
+	}
+	return n
+}
+
+// capacity reads the router's capacity view.
+func (r *routerProc) capacity(ctx context.Context) (capacityView, error) {
+	var c capacityView
+	err := getJSON(ctx, "http://"+r.admin+"/admin/v1/capacity", &c)
+	return c, err
+}
+
+// freshness returns the pressure freshness of every member of a tier,
+// "none" for a member without pressure.
+func (r *routerProc) freshness(ctx context.Context, key string) ([]string, error) {
+	c, err := r.capacity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := c.tier(key)
+	if !ok {
+		return nil, fmt.Errorf("tier %s missing from the capacity view", key)
+	}
+	var out []string
+	for _, m := range t.Members {
+		f := "none"
+		if m.Pressure != nil {
+			f = m.Pressure.Freshness
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// goroutines returns the router's go_goroutines gauge from its /metrics,
+// and false when the router does not expose it (no /metrics yet, or no Go
+// collector).
+func (r *routerProc) goroutines(ctx context.Context) (float64, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+"/metrics", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := adminClient.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, false, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, false, nil
+	}
+	return parseGoroutines(body)
+}
+
+// parseGoroutines reads go_goroutines from Prometheus text exposition.
+func parseGoroutines(body []byte) (float64, bool, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return 0, false, fmt.Errorf("router /metrics: %w", err)
+	}
+	f, ok := families["go_goroutines"]
+	if !ok || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil {
+		return 0, false, nil
+	}
+	return f.GetMetric()[0].GetGauge().GetValue(), true, nil
+}

@@ -1,0 +1,292 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/bench/loadgen"
+)
+
+// Scenario 3 (concurrent SSE streams) constants.
+const (
+	// streamsCount is the number of concurrent streams (SPEC §12).
+	streamsCount = 1000
+	// streamsEngines is the number of engines behind the router.
+	streamsEngines = 3
+	// streamsCeiling is every member's ceiling: three of them hold the
+	// 1000 streams with room to spare, so none is refused.
+	streamsCeiling = 400
+	// streamsMaxNumSeqs gives every stream a slot at once.
+	streamsMaxNumSeqs = 512
+	// streamsTokens and streamsITL make a stream last about 6 s, long
+	// enough for all 1000 to be open at once on a loaded 2-core machine,
+	// at 10 000 tokens per second across the router.
+	streamsTokens = 60
+	// streamsITL is the fixed inter-token latency (no per-sequence growth).
+	streamsITL = 100 * time.Millisecond
+	// streamsCutAfter is the client timeout of the second phase: every
+	// stream is abandoned mid-way, about half through.
+	streamsCutAfter = 3 * time.Second
+	// streamsSampleEvery is how often the router's memory and leases are
+	// sampled during a phase.
+	streamsSampleEvery = 100 * time.Millisecond
+	// leaseSettle bounds the wait for the router's leases to reach zero
+	// after the last stream ended; a lease is released when the exchange
+	// ends, so anything still held after this long is leaked.
+	leaseSettle = 5 * time.Second
+)
+
+// streamsPhase is one phase of scenario 3.
+type streamsPhase struct {
+	// Name says how the streams ended.
+	Name string `json:"name"`
+	// Sent and Succeeded count streams; TimedOut counts streams the client
+	// abandoned on purpose.
+	Sent int `json:"sent"`
+	// Succeeded counts streams read to [DONE].
+	Succeeded int `json:"succeeded"`
+	// TimedOut counts streams the client abandoned mid-way.
+	TimedOut int `json:"timed_out"`
+	// PeakActive is the most router leases seen at once.
+	PeakActive int `json:"peak_active"`
+	// PeakRSSKiB is the largest VmRSS sampled during the phase.
+	PeakRSSKiB int64 `json:"peak_rss_kib"`
+	// LeasesAfter is the router's active leases once the streams ended
+	// and leaseSettle passed (or earlier, once zero).
+	LeasesAfter int `json:"leases_after"`
+	// EngineInFlightAfter sums the engines' in-flight requests afterwards.
+	EngineInFlightAfter int `json:"engine_in_flight_after"`
+	// After is the router's memory once the leases settled.
+	After memStatus `json:"after"`
+	// GoroutinesPeak and GoroutinesAfter are the router's go_goroutines
+	// during and after the streams, when it exposes them.
+	GoroutinesPeak *float64 `json:"goroutines_peak,omitempty"`
+	// GoroutinesAfter is go_goroutines once the leases settled.
+	GoroutinesAfter *float64 `json:"goroutines_after,omitempty"`
+	// TTFTP50MS and E2EP50MS describe the streams that completed.
+	TTFTP50MS float64 `json:"ttft_p50_ms"`
+	// TTFTP99MS is the 99th percentile time to first token.
+	TTFTP99MS float64 `json:"ttft_p99_ms"`
+	// Timeline samples the router's RSS (MiB) and leases over the phase.
+	Timeline []streamsSample `json:"timeline"`
+}
+
+// streamsSample is one sample of the router during a phase.
+type streamsSample struct {
+	// T is the time since the phase started, in seconds.
+	T float64 `json:"t"`
+	// RSSMiB is VmRSS.
+	RSSMiB float64 `json:"rss_mib"`
+	// Active is the router's active leases.
+	Active int `json:"active"`
+}
+
+// streamsResult is scenario 3's measurements.
+type streamsResult struct {
+	// Streams is the number of concurrent streams per phase.
+	Streams int `json:"streams"`
+	// Idle is the router's memory before the first stream.
+	Idle memStatus `json:"idle"`
+	// GoroutinesIdle is go_goroutines before the first stream, when
+	// exposed.
+	GoroutinesIdle *float64 `json:"goroutines_idle,omitempty"`
+	// GoroutinesExposed says whether the router's /metrics has
+	// go_goroutines.
+	GoroutinesExposed bool `json:"goroutines_exposed"`
+	// Phases are the completed and the abandoned streams.
+	Phases []streamsPhase `json:"phases"`
+	// HWMKiB is the router's VmHWM (peak RSS since start) at the end.
+	HWMKiB int64 `json:"hwm_kib"`
+	// Final is the router's memory at the end.
+	Final memStatus `json:"final"`
+}
+
+// runStreams runs scenario 3.
+func runStreams(env *runEnv) (*streamsResult, error) {
+	sup := env.sup
+	eo := engineOptions{MaxNumSeqs: streamsMaxNumSeqs, OutputTokens: streamsTokens, TTFTBase: 10 * time.Millisecond, ITLBase: streamsITL}
+	engines, err := sup.startEngines(env.enginesim, "streams", streamsEngines, eo, nil)
+	if err != nil {
+		return nil, err
+	}
+	var procs []*process
+	for _, e := range engines {
+		procs = append(procs, e.proc)
+	}
+	defer func() { sup.stopGroup(procs) }()
+	tier := tierSpec{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: streamsCeiling, Engines: engines}
+	rt, err := sup.startRouter(env.router, "streams-router", env.dir("streams-tiers"), []tierSpec{tier})
+	if err != nil {
+		return nil, err
+	}
+	procs = append(procs, rt.proc)
+	res := &streamsResult{Streams: streamsCount}
+	if res.Idle, err = readProcStatus(rt.proc.pid()); err != nil {
+		return nil, err
+	}
+	if g, ok, err := rt.goroutines(sup.ctx); err != nil {
+		return nil, err
+	} else if ok {
+		res.GoroutinesExposed, res.GoroutinesIdle = true, &g
+	}
+	for _, ph := range []struct {
+		name string
+		cut  time.Duration
+	}{{"complete", 0}, {"abandoned by the client mid-stream", streamsCutAfter}} {
+		p, err := runStreamsPhase(env, rt, engines, tier, ph.name, ph.cut, res.GoroutinesExposed)
+		if err != nil {
+			return nil, err
+		}
+		res.Phases = append(res.Phases, p)
+	}
+	if res.Final, err = readProcStatus(rt.proc.pid()); err != nil {
+		return nil, err
+	}
+	res.HWMKiB = res.Final.HWMKiB
+	return res, nil
+}
+
+// runStreamsPhase opens streamsCount streams at once through the router,
+// samples the router while they run, and checks what is left after.
+func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSpec, name string, cut time.Duration, goroutines bool) (streamsPhase, error) {
+	sup := env.sup
+	ph := streamsPhase{Name: name}
+	if err := primeCapacity(env, rt, tier.key()); err != nil {
+		return ph, err
+	}
+	if err := sup.waitEnginesIdle(engines); err != nil {
+		return ph, err
+	}
+	env.progress("streams: %d concurrent SSE streams, %s", streamsCount, name)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var sampleErr error
+	start := time.Now()
+	wg.Go(func() {
+		t := time.NewTicker(streamsSampleEvery)
+		defer t.Stop()
+		for {
+			at := time.Since(start).Seconds()
+			st, err := readProcStatus(rt.proc.pid())
+			if err == nil {
+				var c capacityView
+				if c, err = rt.capacity(sup.ctx); err == nil {
+					ph.PeakActive = max(ph.PeakActive, c.active())
+					ph.PeakRSSKiB = max(ph.PeakRSSKiB, st.RSSKiB)
+					ph.Timeline = append(ph.Timeline, streamsSample{T: at, RSSMiB: mib(st.RSSKiB), Active: c.active()})
+				}
+			}
+			if err == nil && goroutines && ph.PeakActive >= streamsCount && ph.GoroutinesPeak == nil {
+				var g float64
+				var ok bool
+				if g, ok, err = rt.goroutines(sup.ctx); err == nil && ok {
+					ph.GoroutinesPeak = &g
+				}
+			}
+			if err != nil {
+				sampleErr = err
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-sup.ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	r, err := loadgen.Run(sup.ctx, loadgen.Config{
+		BaseURL:        rt.url(),
+		Model:          tier.Alias,
+		Mode:           loadgen.ClosedLoop,
+		Concurrency:    streamsCount,
+		Requests:       streamsCount,
+		RequestTimeout: cut,
+	})
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return ph, err
+	}
+	if err := sup.err(); err != nil {
+		return ph, err
+	}
+	if sampleErr != nil {
+		return ph, fmt.Errorf("streams: sampling the router: %w", sampleErr)
+	}
+	ph.Sent, ph.Succeeded, ph.TimedOut = r.Sent, r.Succeeded, r.Errors[loadgen.ErrorTimeout]
+	ph.TTFTP50MS = float64(r.TTFT.Quantile(0.5)) / float64(time.Millisecond)
+	ph.TTFTP99MS = float64(r.TTFT.Quantile(0.99)) / float64(time.Millisecond)
+	switch {
+	case r.Sent != streamsCount:
+		return ph, fmt.Errorf("streams (%s): sent %d of %d", name, r.Sent, streamsCount)
+	case cut == 0 && r.Succeeded != streamsCount:
+		return ph, fmt.Errorf("streams (%s): %d of %d streams failed (errors %v, statuses %v)", name, r.Sent-r.Succeeded, r.Sent, r.Errors, r.Statuses)
+	case cut > 0 && ph.TimedOut != streamsCount:
+		return ph, fmt.Errorf("streams (%s): %d of %d streams were cut by the client (errors %v, statuses %v); the streams must outlive the cut", name, ph.TimedOut, r.Sent, r.Errors, r.Statuses)
+	case ph.PeakActive < streamsCount:
+		return ph, fmt.Errorf("streams (%s): at most %d leases were held at once, not %d: the streams did not overlap", name, ph.PeakActive, streamsCount)
+	}
+
+	// Leases are released when each exchange ends; give the router
+	// leaseSettle to see every end, then count what is left. The engines
+	// see the router's upstream requests end the same way.
+	ph.LeasesAfter, err = settleZero(sup, func() (int, error) {
+		c, err := rt.capacity(sup.ctx)
+		return c.active(), err
+	})
+	if err != nil {
+		return ph, err
+	}
+	ph.EngineInFlightAfter, err = settleZero(sup, func() (int, error) {
+		n := 0
+		for _, e := range engines {
+			st, err := e.stats(sup.ctx)
+			if err != nil {
+				return 0, err
+			}
+			n += st.InFlight
+		}
+		return n, nil
+	})
+	if err != nil {
+		return ph, err
+	}
+	if ph.After, err = readProcStatus(rt.proc.pid()); err != nil {
+		return ph, err
+	}
+	if goroutines {
+		g, ok, err := rt.goroutines(sup.ctx)
+		if err != nil {
+			return ph, err
+		}
+		if ok {
+			ph.GoroutinesAfter = &g
+		}
+	}
+	return ph, nil
+}
+
+// settleZero polls count until it reads zero or leaseSettle passed, and
+// returns the last count.
+func settleZero(sup *supervisor, count func() (int, error)) (int, error) {
+	deadline := time.Now().Add(leaseSettle)
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		n, err := count()
+		if err != nil || n == 0 || time.Now().After(deadline) {
+			return n, err
+		}
+		select {
+		case <-sup.ctx.Done():
+			return n, sup.err()
+		case <-t.C:
+		}
+	}
+}
