@@ -3,7 +3,7 @@ package main
 import (
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/pressure"
@@ -60,17 +60,21 @@ func (o *observability) recorder() router.Recorder {
 // register adds GET /metrics (open) and the /admin/v1/decisions routes
 // (authenticated) to the admin handler.
 func (o *observability) register(admin *router.Admin, rt *router.Router) {
-	collectors := []prometheus.Collector{
-		telemetry.NewCapacityCollector(telemetry.CapacityOptions{Source: admin, Targets: rt, Fetches: o.fetches}),
-		o.requests,
-		o.fetches,
-	}
 	var drops telemetry.SinkDropSource
 	if o.sink != nil {
 		drops = o.sink
 	}
-	collectors = append(collectors, telemetry.NewDecisionLogCollector(drops, o.log))
-	admin.HandlePublic("GET /metrics", telemetry.Handler(telemetry.NewRegistry(collectors...)))
+	reg := telemetry.NewRegistry(
+		telemetry.NewCapacityCollector(telemetry.CapacityOptions{Source: admin, Targets: rt, Fetches: o.fetches}),
+		o.requests,
+		o.fetches,
+		telemetry.NewDecisionLogCollector(drops, o.log),
+		// The Go runtime and process metrics (go_goroutines,
+		// process_resident_memory_bytes, ...) carry no per-request labels.
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	admin.HandlePublic("GET /metrics", telemetry.Handler(reg))
 	o.log.RegisterRoutes(admin.Handle)
 }
 

@@ -193,6 +193,8 @@ spec:
 		`sluice_pressure_age_seconds{member="gpu0",tier="ns/llama"}`,
 		`sluice_decision_log_dropped_total{reason="queue_full"} 0`,
 		`sluice_decision_scheduler_evidence_dropped_total 0`,
+		"\ngo_goroutines ",
+		"\nprocess_resident_memory_bytes ",
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
