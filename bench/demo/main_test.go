@@ -111,26 +111,6 @@ func TestWriteTiersRewritesEndpoints(t *testing.T) {
 	}
 }
 
-func TestAddressMatchers(t *testing.T) {
-	var addr string
-	match := engineAddr(&addr)
-	if match([]byte(`time=2026 level=INFO msg="shutting down"`)) {
-		t.Fatal("matched a non-listen line")
-	}
-	if !match([]byte(`time=2026-01-01T00:00:00Z level=INFO msg=listening addr=127.0.0.1:41234 model=m flavor=vllm`)) || addr != "127.0.0.1:41234" {
-		t.Fatalf("engine addr %q", addr)
-	}
-	var front, admin string
-	rm := routerAddrs(&front, &admin)
-	if rm([]byte(`{"level":"WARN","msg":"no --api-keys-file: the front door accepts every request"}`)) || rm([]byte("not json")) {
-		t.Fatal("matched a non-start line")
-	}
-	if !rm([]byte(`{"level":"INFO","msg":"router started","node":"n","listen":"127.0.0.1:1","admin_listen":"127.0.0.1:2"}`)) ||
-		front != "127.0.0.1:1" || admin != "127.0.0.1:2" {
-		t.Fatalf("router addrs %q %q", front, admin)
-	}
-}
-
 func TestLineWatcherFindsSplitLines(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
 	if err != nil {

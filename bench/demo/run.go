@@ -14,6 +14,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/bench/startlines"
 )
 
 // memberHeader is the router's response header naming the member that
@@ -75,7 +76,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		}
 		var addr string
 		p, err := startProc(ctx, "engine-"+id, filepath.Join(o.binDir, "enginesim"),
-			engineFlags(&o, tiers.capacity.Spec.ServedModel, aliases, hidden), logDir, engineAddr(&addr))
+			engineFlags(&o, tiers.capacity.Spec.ServedModel, aliases, hidden), logDir, startlines.EngineAddr(&addr))
 		if err != nil {
 			return err
 		}
@@ -92,7 +93,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0",
 		"--shutdown-timeout", routerShutdownTimeout.String(),
-	}, logDir, routerAddrs(&st.front, &st.admin))
+	}, logDir, startlines.RouterAddrs(&st.front, &st.admin))
 	if err != nil {
 		return err
 	}

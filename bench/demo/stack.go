@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,39 +144,6 @@ func writeTiers(dir string, addrs map[string]string, tiers ...*sluicev1.ReplicaT
 		}
 	}
 	return nil
-}
-
-// engineListenRE matches enginesim's "listening" log line (slog text).
-var engineListenRE = regexp.MustCompile(`\bmsg=listening addr=(\S+)`)
-
-// engineAddr returns a matcher for enginesim's listen line that stores the
-// address in *addr.
-func engineAddr(addr *string) func([]byte) bool {
-	return func(line []byte) bool {
-		m := engineListenRE.FindSubmatch(line)
-		if m == nil {
-			return false
-		}
-		*addr = string(m[1])
-		return true
-	}
-}
-
-// routerAddrs returns a matcher for the router's "router started" log line
-// (slog JSON) that stores its two listen addresses.
-func routerAddrs(front, admin *string) func([]byte) bool {
-	return func(line []byte) bool {
-		var l struct {
-			Msg         string `json:"msg"`
-			Listen      string `json:"listen"`
-			AdminListen string `json:"admin_listen"`
-		}
-		if json.Unmarshal(line, &l) != nil || l.Msg != "router started" || l.Listen == "" || l.AdminListen == "" {
-			return false
-		}
-		*front, *admin = l.Listen, l.AdminListen
-		return true
-	}
 }
 
 // engineStats is the part of enginesim's GET /debug/stats the demo reads.

@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os/exec"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -169,39 +167,6 @@ func (p *process) running() bool {
 	case <-p.exited:
 		return false
 	default:
-		return true
-	}
-}
-
-// engineListenRE matches enginesim's "listening" log line (slog text).
-var engineListenRE = regexp.MustCompile(`\bmsg=listening addr=(\S+)`)
-
-// engineAddr returns a matcher for enginesim's listen line that stores the
-// address in *addr.
-func engineAddr(addr *string) func([]byte) bool {
-	return func(line []byte) bool {
-		m := engineListenRE.FindSubmatch(line)
-		if m == nil {
-			return false
-		}
-		*addr = string(m[1])
-		return true
-	}
-}
-
-// routerAddrs returns a matcher for the router's "router started" log line
-// (slog JSON) that stores its two listen addresses.
-func routerAddrs(front, admin *string) func([]byte) bool {
-	return func(line []byte) bool {
-		var l struct {
-			Msg         string `json:"msg"`
-			Listen      string `json:"listen"`
-			AdminListen string `json:"admin_listen"`
-		}
-		if json.Unmarshal(line, &l) != nil || l.Msg != "router started" || l.Listen == "" || l.AdminListen == "" {
-			return false
-		}
-		*front, *admin = l.Listen, l.AdminListen
 		return true
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/bench/startlines"
 )
 
 // Names shared by the tests.
@@ -89,7 +90,7 @@ func startEngine(t *testing.T, name string, aliases []string, extra ...string) *
 	args = append(args, fastEngine...)
 	args = append(args, extra...)
 	e := &engine{}
-	e.process = startProcess(t, name, bins.enginesim, args, engineAddr(&e.addr))
+	e.process = startProcess(t, name, bins.enginesim, args, startlines.EngineAddr(&e.addr))
 	return e
 }
 
@@ -192,7 +193,7 @@ func startRouter(t *testing.T, tiers ...tier) *router {
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0",
 		"--shutdown-timeout", routerShutdownTimeout.String(),
-	}, routerAddrs(&r.front, &r.admin))
+	}, startlines.RouterAddrs(&r.front, &r.admin))
 	for _, tr := range tiers {
 		eventually(t, "members of "+tr.key()+" ready", func() (bool, string) {
 			v, err := r.tierCapacity(tr.key())
