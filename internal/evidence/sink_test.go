@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -103,13 +104,16 @@ func TestSinkDropsWhenFull(t *testing.T) {
 	}
 	// The hook is set before any record is queued; the writer reads it
 	// only after taking a record from the queue, which orders the two.
+	// Only the first write blocks: it waits until the test receives on
+	// entered (a blocking send, whatever the goroutines' timing), then
+	// until release.
 	entered, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
 	s.beforeWrite = func() {
-		select {
-		case entered <- struct{}{}:
+		first.Do(func() {
+			entered <- struct{}{}
 			<-release
-		default:
-		}
+		})
 	}
 	r := refusedRecord()
 	s.Enqueue(r)
