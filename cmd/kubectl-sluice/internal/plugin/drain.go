@@ -21,6 +21,11 @@ import (
 // drain quiesces the scope unless its own intent already quiesces it, then
 // watches the tier until drained reports true. A dry run sends the quiesce
 // as a dry run and does not wait. ctx bounds the whole operation.
+//
+// The watch's first list may be served from the API server's watch cache,
+// which can lag behind the patch just written; views of the tier older than
+// the generation drain wrote (or read) are skipped, so a lagging list is
+// never mistaken for a readmit or for a finished drain.
 func (tc *tierClient) drain(ctx context.Context, name, member string, timeout time.Duration) (*v1alpha1.ReplicaTier, string, error) {
 	t, err := tc.get(ctx, name)
 	if err != nil {
@@ -41,13 +46,13 @@ func (tc *tierClient) drain(ctx context.Context, name, member string, timeout ti
 		return t, fmt.Sprintf("%s already quiesced (%s); nothing to change (server dry run)", scopeName(t, member), intent(t, member)), nil
 	}
 
-	last := t
+	last, minGeneration := t, t.Generation
 	cond := func(ev watch.Event) (bool, error) {
 		if ev.Type == watch.Deleted {
 			return false, fmt.Errorf("%s/%s was deleted while draining", tc.namespace, name)
 		}
 		cur, ok := ev.Object.(*v1alpha1.ReplicaTier)
-		if !ok || cur.Name != name {
+		if !ok || cur.Name != name || cur.Generation < minGeneration {
 			return false, nil
 		}
 		last = cur

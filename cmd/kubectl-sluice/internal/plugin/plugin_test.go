@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -39,6 +40,9 @@ type env struct {
 	c       client.WithWatch
 	mu      sync.Mutex
 	patches []patchRecord
+	// staleList, when set, answers the next list of tiers in place of the
+	// store, as an API server's lagging watch cache may.
+	staleList *v1alpha1.ReplicaTier
 }
 
 func newEnv(t *testing.T) *env {
@@ -79,7 +83,42 @@ func newEnv(t *testing.T) *env {
 				e.mu.Lock()
 				e.patches = append(e.patches, patchRecord{patchType: patch.Type(), body: string(body), dryRun: len(po.DryRun) > 0})
 				e.mu.Unlock()
-				return c.Patch(ctx, obj, patch, opts...)
+				if len(po.DryRun) > 0 {
+					return c.Patch(ctx, obj, patch, opts...)
+				}
+				// Store the patched spec and a raised generation in one
+				// write, as the API server does.
+				cur := &v1alpha1.ReplicaTier{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+					return err
+				}
+				orig, err := json.Marshal(cur)
+				if err != nil {
+					return err
+				}
+				merged, err := jsonpatch.MergePatch(orig, body)
+				if err != nil {
+					return err
+				}
+				next := obj.(*v1alpha1.ReplicaTier)
+				*next = v1alpha1.ReplicaTier{}
+				if err := json.Unmarshal(merged, next); err != nil {
+					return err
+				}
+				obj.SetGeneration(cur.Generation + 1)
+				return c.Update(ctx, obj)
+			},
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				e.mu.Lock()
+				stale := e.staleList
+				e.staleList = nil
+				e.mu.Unlock()
+				if l, ok := list.(*v1alpha1.ReplicaTierList); ok && stale != nil {
+					l.ResourceVersion = stale.ResourceVersion
+					l.Items = []v1alpha1.ReplicaTier{*stale.DeepCopy()}
+					return nil
+				}
+				return c.List(ctx, list, opts...)
 			},
 		}).
 		Build()
@@ -275,11 +314,6 @@ func fakeRouter(t *testing.T, e *env, release <-chan struct{}, reportedDraining 
 				if cur == nil || cur.Name != "llama" || intent(cur, "gpu0") == "" || cur.Status.Members[0].Phase != v1alpha1.MemberAdmitting {
 					continue
 				}
-				cur.Generation++ // what the API server does for the spec patch.
-				if err := e.c.Update(ctx, cur.DeepCopy()); err != nil {
-					t.Error(err)
-					return
-				}
 				cur = e.tierCtx(ctx, t)
 				cur.Status.Router.AppliedGeneration = cur.Generation
 				cur.Status.Members[0].Phase = v1alpha1.MemberDraining
@@ -365,11 +399,50 @@ func TestDrainWaitsForTheRouter(t *testing.T) {
 	}
 }
 
+// TestDrainSkipsAStaleList proves a first list older than drain's own patch
+// (an API server may serve it from a lagging watch cache) is neither taken
+// for a readmit nor for a finished drain: drain goes on waiting for the
+// router.
+func TestDrainSkipsAStaleList(t *testing.T) {
+	e := newEnv(t)
+	// The view before the patch: gpu0 admitting and not quiesced.
+	e.staleList = e.tier(t, "llama")
+	release := make(chan struct{})
+	close(release)
+	draining := make(chan struct{}, 1)
+	stop := fakeRouter(t, e, release, draining)
+	defer stop()
+	out, err := e.run("drain", "llama", "--member", "gpu0")
+	if err != nil || !strings.Contains(out, "member gpu0 drained") {
+		t.Fatalf("drain after a stale list: %v %q", err, out)
+	}
+	if e.staleList != nil {
+		t.Fatal("drain never listed the tier")
+	}
+}
+
+// TestDrainTimesOutWithTheState proves a drain that does not finish in
+// --timeout fails with ErrDrainTimeout saying what it last saw: first a
+// router that has not applied the patch's generation, then a member still
+// Draining.
 func TestDrainTimesOutWithTheState(t *testing.T) {
 	e := newEnv(t)
 	_, err := e.run("drain", "llama", "--member", "gpu0", "--timeout", "300ms")
-	if !errors.Is(err, ErrDrainTimeout) || !strings.Contains(err.Error(), "gpu0 Admitting") {
+	if !errors.Is(err, ErrDrainTimeout) || !strings.Contains(err.Error(), "the router on gpu-node-1 applies generation 3 of 4") {
+		t.Fatalf("err = %v, want ErrDrainTimeout naming the applied generation", err)
+	}
+	cur := e.tier(t, "llama")
+	cur.Status.Router.AppliedGeneration = cur.Generation
+	cur.Status.Members[0].Phase = v1alpha1.MemberDraining
+	if err := e.c.Status().Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.run("drain", "llama", "--member", "gpu0", "--timeout", "300ms")
+	if !errors.Is(err, ErrDrainTimeout) || !strings.Contains(err.Error(), "gpu0 Draining") {
 		t.Fatalf("err = %v, want ErrDrainTimeout naming gpu0's phase", err)
+	}
+	if p := e.takePatches(); len(p) != 1 {
+		t.Fatalf("patches %+v, want only the first drain's", p)
 	}
 }
 
