@@ -14,6 +14,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -37,9 +38,14 @@ type patchRecord struct {
 // env is a fake API holding two tiers in namespace inference: llama (two
 // members, gpu1 quiesced, with router status) and embed (a direct tier).
 type env struct {
-	c       client.WithWatch
-	mu      sync.Mutex
-	patches []patchRecord
+	// c is the command's client; base is the same store without c's
+	// interceptors, for the fake router.
+	c, base client.WithWatch
+	// watching receives once each time the command's watch is registered:
+	// the fake store replays nothing from before that, unlike an API server.
+	watching chan struct{}
+	mu       sync.Mutex
+	patches  []patchRecord
 	// staleList, when set, answers the next list of tiers in place of the
 	// store, as an API server's lagging watch cache may.
 	staleList *v1alpha1.ReplicaTier
@@ -67,61 +73,68 @@ func newEnv(t *testing.T) *env {
 	embed.Spec.Strategy = ""
 	embed.Spec.Members = embed.Spec.Members[:1]
 
-	e := &env{}
-	e.c = fake.NewClientBuilder().
+	e := &env{watching: make(chan struct{}, 8)}
+	e.base = fake.NewClientBuilder().
 		WithScheme(newScheme()).
 		WithObjects(llama, embed).
 		WithStatusSubresource(&v1alpha1.ReplicaTier{}).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				body, err := patch.Data(obj)
-				if err != nil {
-					return err
-				}
-				po := &client.PatchOptions{}
-				po.ApplyOptions(opts)
-				e.mu.Lock()
-				e.patches = append(e.patches, patchRecord{patchType: patch.Type(), body: string(body), dryRun: len(po.DryRun) > 0})
-				e.mu.Unlock()
-				if len(po.DryRun) > 0 {
-					return c.Patch(ctx, obj, patch, opts...)
-				}
-				// Store the patched spec and a raised generation in one
-				// write, as the API server does.
-				cur := &v1alpha1.ReplicaTier{}
-				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
-					return err
-				}
-				orig, err := json.Marshal(cur)
-				if err != nil {
-					return err
-				}
-				merged, err := jsonpatch.MergePatch(orig, body)
-				if err != nil {
-					return err
-				}
-				next := obj.(*v1alpha1.ReplicaTier)
-				*next = v1alpha1.ReplicaTier{}
-				if err := json.Unmarshal(merged, next); err != nil {
-					return err
-				}
-				obj.SetGeneration(cur.Generation + 1)
-				return c.Update(ctx, obj)
-			},
-			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-				e.mu.Lock()
-				stale := e.staleList
-				e.staleList = nil
-				e.mu.Unlock()
-				if l, ok := list.(*v1alpha1.ReplicaTierList); ok && stale != nil {
-					l.ResourceVersion = stale.ResourceVersion
-					l.Items = []v1alpha1.ReplicaTier{*stale.DeepCopy()}
-					return nil
-				}
-				return c.List(ctx, list, opts...)
-			},
-		}).
 		Build()
+	e.c = interceptor.NewClient(e.base, interceptor.Funcs{
+		Watch: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+			w, err := c.Watch(ctx, list, opts...)
+			if err == nil {
+				e.watching <- struct{}{}
+			}
+			return w, err
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			body, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			po := &client.PatchOptions{}
+			po.ApplyOptions(opts)
+			e.mu.Lock()
+			e.patches = append(e.patches, patchRecord{patchType: patch.Type(), body: string(body), dryRun: len(po.DryRun) > 0})
+			e.mu.Unlock()
+			if len(po.DryRun) > 0 {
+				return c.Patch(ctx, obj, patch, opts...)
+			}
+			// Store the patched spec and a raised generation in one
+			// write, as the API server does.
+			cur := &v1alpha1.ReplicaTier{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+				return err
+			}
+			orig, err := json.Marshal(cur)
+			if err != nil {
+				return err
+			}
+			merged, err := jsonpatch.MergePatch(orig, body)
+			if err != nil {
+				return err
+			}
+			next := obj.(*v1alpha1.ReplicaTier)
+			*next = v1alpha1.ReplicaTier{}
+			if err := json.Unmarshal(merged, next); err != nil {
+				return err
+			}
+			obj.SetGeneration(cur.Generation + 1)
+			return c.Update(ctx, obj)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			e.mu.Lock()
+			stale := e.staleList
+			e.staleList = nil
+			e.mu.Unlock()
+			if l, ok := list.(*v1alpha1.ReplicaTierList); ok && stale != nil {
+				l.ResourceVersion = stale.ResourceVersion
+				l.Items = []v1alpha1.ReplicaTier{*stale.DeepCopy()}
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
 	return e
 }
 
@@ -294,7 +307,7 @@ func TestDryRunServer(t *testing.T) {
 func fakeRouter(t *testing.T, e *env, release <-chan struct{}, reportedDraining chan<- struct{}) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := e.c.Watch(ctx, &v1alpha1.ReplicaTierList{}, client.InNamespace("inference"))
+	w, err := e.base.Watch(ctx, &v1alpha1.ReplicaTierList{}, client.InNamespace("inference"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +330,7 @@ func fakeRouter(t *testing.T, e *env, release <-chan struct{}, reportedDraining 
 				cur = e.tierCtx(ctx, t)
 				cur.Status.Router.AppliedGeneration = cur.Generation
 				cur.Status.Members[0].Phase = v1alpha1.MemberDraining
-				if err := e.c.Status().Update(ctx, cur); err != nil {
+				if err := e.base.Status().Update(ctx, cur); err != nil {
 					t.Error(err)
 					return
 				}
@@ -329,7 +342,7 @@ func fakeRouter(t *testing.T, e *env, release <-chan struct{}, reportedDraining 
 				}
 				cur = e.tierCtx(ctx, t)
 				cur.Status.Members[0].Phase = v1alpha1.MemberDrained
-				if err := e.c.Status().Update(ctx, cur); err != nil {
+				if err := e.base.Status().Update(ctx, cur); err != nil {
 					t.Error(err)
 				}
 				return
@@ -341,7 +354,7 @@ func fakeRouter(t *testing.T, e *env, release <-chan struct{}, reportedDraining 
 
 func (e *env) tierCtx(ctx context.Context, t *testing.T) *v1alpha1.ReplicaTier {
 	tier := &v1alpha1.ReplicaTier{}
-	if err := e.c.Get(ctx, types.NamespacedName{Namespace: "inference", Name: "llama"}, tier); err != nil {
+	if err := e.base.Get(ctx, types.NamespacedName{Namespace: "inference", Name: "llama"}, tier); err != nil {
 		t.Error(err)
 	}
 	return tier
@@ -366,11 +379,8 @@ func TestDrainWaitsForTheRouter(t *testing.T) {
 		out, err := e.run("drain", "llama", "--member", "gpu0", "-o", "json")
 		done <- result{out, err}
 	}()
-	select {
-	case <-draining:
-	case <-time.After(failSafe):
-		t.Fatal("the router never saw the quiesce")
-	}
+	waitFor(t, draining, "the router's report of Draining")
+	waitFor(t, e.watching, "drain's watch")
 	select {
 	case r := <-done:
 		t.Fatalf("drain returned while the member was Draining: %+v", r)
@@ -408,16 +418,36 @@ func TestDrainSkipsAStaleList(t *testing.T) {
 	// The view before the patch: gpu0 admitting and not quiesced.
 	e.staleList = e.tier(t, "llama")
 	release := make(chan struct{})
-	close(release)
 	draining := make(chan struct{}, 1)
 	stop := fakeRouter(t, e, release, draining)
 	defer stop()
-	out, err := e.run("drain", "llama", "--member", "gpu0")
-	if err != nil || !strings.Contains(out, "member gpu0 drained") {
+	done := make(chan error, 1)
+	var out string
+	go func() {
+		var err error
+		out, err = e.run("drain", "llama", "--member", "gpu0")
+		done <- err
+	}()
+	waitFor(t, draining, "the router's report of Draining")
+	waitFor(t, e.watching, "drain's watch")
+	close(release)
+	if err := waitFor(t, done, "drain"); err != nil || !strings.Contains(out, "member gpu0 drained") {
 		t.Fatalf("drain after a stale list: %v %q", err, out)
 	}
 	if e.staleList != nil {
 		t.Fatal("drain never listed the tier")
+	}
+}
+
+// waitFor receives from ch, failing the test after failSafe.
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(failSafe):
+		t.Fatalf("no %s after %v", what, failSafe)
+		panic("unreachable")
 	}
 }
 
