@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -246,7 +247,8 @@ type fixtureOptions struct {
 	keys         *Keys
 	adminToken   *Keys
 	maxBody      int64
-	decisionFile string // a JSONL file sink for the decision log.
+	decisionFile string      // a JSONL file sink for the decision log.
+	tls          *tls.Config // Options.TLSConfig.
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -266,6 +268,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		Pressure:     f.pressure,
 		Keys:         o.keys,
 		MaxBodyBytes: o.maxBody,
+		TLSConfig:    o.tls,
 		Logger:       slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.

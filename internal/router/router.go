@@ -2,10 +2,10 @@ package router
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"sync"
 	"sync/atomic"
 
@@ -51,9 +51,10 @@ type Options struct {
 	// Recorder receives one Outcome per inference request. Nil records
 	// nothing.
 	Recorder Recorder
-	// Transport sends the upstream requests. Nil means NewTransport(). A
-	// replacement must not retry requests either.
-	Transport http.RoundTripper
+	// TLSConfig is the client configuration of connections to https
+	// members; its ServerName defaults to the endpoint's host. Nil means
+	// Go's defaults with the system's roots.
+	TLSConfig *tls.Config
 	// Clock times requests for Outcome. Nil means the real clock.
 	Clock clock.PassiveClock
 }
@@ -68,10 +69,9 @@ type Router struct {
 	maxBody   int64
 	log       *slog.Logger
 	recorder  Recorder
-	transport http.RoundTripper
+	members   *memberClient
 	clock     clock.PassiveClock
 	ids       *idGenerator
-	proxy     *httputil.ReverseProxy
 
 	table   atomic.Pointer[table] // read lock-free by every request.
 	applyMu sync.Mutex            // serializes Apply.
@@ -91,7 +91,7 @@ func New(opts Options) *Router {
 		maxBody:   opts.MaxBodyBytes,
 		log:       opts.Logger,
 		recorder:  opts.Recorder,
-		transport: opts.Transport,
+		members:   newMemberClient(opts.TLSConfig),
 		clock:     opts.Clock,
 		ids:       newIDGenerator(),
 	}
@@ -101,13 +101,9 @@ func New(opts Options) *Router {
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
 	}
-	if rt.transport == nil {
-		rt.transport = NewTransport()
-	}
 	if rt.clock == nil {
 		rt.clock = clock.RealClock{}
 	}
-	rt.proxy = rt.newReverseProxy()
 	rt.table.Store(&table{aliases: map[string]aliasEntry{}, models: modelsBody(nil)})
 	return rt
 }
@@ -118,11 +114,7 @@ func (rt *Router) Loaded() bool { return rt.table.Load().loaded }
 
 // Close closes the idle upstream connections. In-flight requests are not
 // touched; stop the HTTP server first.
-func (rt *Router) Close() {
-	if t, ok := rt.transport.(interface{ CloseIdleConnections() }); ok {
-		t.CloseIdleConnections()
-	}
-}
+func (rt *Router) Close() { rt.members.closeIdle() }
 
 // ServeHTTP serves the front door routes.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -162,7 +154,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 // of one inference request, in the order of SPEC §5.2.
 func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	o := Outcome{Start: rt.clock.Now(), RequestID: rt.ids.requestID(r.Header)}
-	idHeader := []string{o.RequestID} // shared by the response and the upstream request; never appended to.
+	idHeader := []string{o.RequestID}
 	w.Header()[headerRequestID] = idHeader
 
 	// 1. Request-wide gates, before any reservation.
@@ -186,8 +178,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		rt.refuse(w, &o, ResultRefused, e)
 		return
 	}
-	body := &replayBody{buf: buf}
-	defer body.recycle()
+	defer recycleBody(buf)
 	model, ok := modelField(*buf)
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errBadRequest)
@@ -224,7 +215,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	if rt.recorder != nil {
 		o.Selection = lease.Selection()
 	}
-	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: body, idHeader: idHeader,
+	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: *buf, requestID: o.RequestID,
 		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context()}
 	if route == nil {
 		// Unreachable: a lease names a member of the configuration it was
@@ -235,7 +226,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header()[headerMember] = route.memberName
-	ex.serve(w, r, int64(len(*buf)))
+	ex.serve(w, r)
 }
 
 // acquire builds the admission inputs of ts from completed snapshots and

@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"sort"
@@ -44,8 +45,25 @@ type tierConfig struct {
 type memberRoute struct {
 	id         string
 	memberName []string // {id}, the X-Sluice-Member header value; never appended to.
-	scheme     string
-	host       string
+	host       string   // the endpoint's host[:port], the Host header.
+	hostname   string   // the host alone, the TLS server name.
+	addr       string   // host:port to dial, with the scheme's default port.
+	tls        bool     // https.
+}
+
+// newMemberRoute returns the route of member id at endpoint u, an absolute
+// http or https URL. Its path, query and user info are not used: requests
+// keep their own path and query.
+func newMemberRoute(id string, u *url.URL) memberRoute {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return memberRoute{id: id, memberName: []string{id}, host: u.Host, hostname: u.Hostname(),
+		addr: net.JoinHostPort(u.Hostname(), port), tls: u.Scheme == "https"}
 }
 
 // member returns the route of member id, or nil.
@@ -123,7 +141,7 @@ func newTierConfig(t source.Tier) (*tierConfig, admission.Config, admission.Inte
 			mc.MaxConcurrency = int(*m.MaxConcurrency)
 		}
 		acfg.Members = append(acfg.Members, mc)
-		cfg.members = append(cfg.members, memberRoute{id: m.ID, memberName: []string{m.ID}, scheme: u.Scheme, host: u.Host})
+		cfg.members = append(cfg.members, newMemberRoute(m.ID, u))
 	}
 	slices.SortFunc(cfg.members, func(a, b memberRoute) int {
 		switch {

@@ -1,0 +1,279 @@
+package router
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// memberServer is an httptest member counting the connections it accepted.
+func memberServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	srv, conns, _ := memberServerStates(t, h)
+	return srv, conns
+}
+
+// memberServerStates is memberServer that also reports each connection
+// state change on the returned channel, dropping them when it is full.
+func memberServerStates(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64, <-chan http.ConnState) {
+	t.Helper()
+	var conns atomic.Int64
+	states := make(chan http.ConnState, 64)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+		select {
+		case states <- s:
+		default:
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns, states
+}
+
+// TestMemberHeaders proves what crosses the router in each direction: end
+// to end headers and the query unchanged; hop-by-hop headers, headers a
+// Connection header names, Expect and client-sent forwarding headers
+// dropped.
+func TestMemberHeaders(t *testing.T) {
+	type seen struct {
+		header http.Header
+		uri    string
+	}
+	got := make(chan seen, 1)
+	srv, _ := memberServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- seen{r.Header.Clone(), r.RequestURI}
+		h := w.Header()
+		h.Set("Connection", "X-Resp-Hop")
+		h.Set("X-Resp-Hop", "1")
+		h.Set("Keep-Alive", "timeout=5")
+		h["X-Engine"] = []string{"a", "b"}
+		_, _ = io.WriteString(w, "{}")
+	})
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	resp, err := f.post(t.Context(), pathChatCompletions+"?api-version=1&x=%2F", chat("llama"), http.Header{
+		"Connection":        {"X-Hop"},
+		"X-Hop":             {"1"},
+		"Keep-Alive":        {"timeout=5"},
+		"Proxy-Connection":  {"keep-alive"},
+		"Upgrade":           {"h2c"},
+		"Forwarded":         {"for=192.0.2.1"},
+		"X-Forwarded-For":   {"192.0.2.1"},
+		"X-Forwarded-Host":  {"example.com"},
+		"X-Forwarded-Proto": {"https"},
+		"X-Custom":          {"a", "b"},
+		"Expect":            {"100-continue"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	s := <-got
+	if s.uri != pathChatCompletions+"?api-version=1&x=%2F" {
+		t.Errorf("member got request target %q, want path and query unchanged", s.uri)
+	}
+	for _, k := range []string{"X-Hop", "Keep-Alive", "Proxy-Connection", "Upgrade", "Forwarded",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Expect"} {
+		if v, ok := s.header[k]; ok {
+			t.Errorf("member got %s: %q", k, v)
+		}
+	}
+	if v := s.header.Values("X-Custom"); len(v) != 2 || v[0] != "a" || v[1] != "b" {
+		t.Errorf("member got X-Custom %q, want both values in order", v)
+	}
+	if v := s.header.Get("Content-Type"); v != "application/json" {
+		t.Errorf("member got Content-Type %q", v)
+	}
+	if _, ok := resp.Header["X-Resp-Hop"]; ok {
+		t.Error("client got the member's Connection-named header")
+	}
+	if _, ok := resp.Header["Keep-Alive"]; ok {
+		t.Error("client got the member's Keep-Alive")
+	}
+	if v := resp.Header.Values("X-Engine"); len(v) != 2 || v[0] != "a" || v[1] != "b" {
+		t.Errorf("client got X-Engine %q, want both values in order", v)
+	}
+	f.outcome()
+}
+
+// TestMemberConnections proves the router keeps member connections for
+// reuse, notices an idle connection the member closed and dials again
+// instead of failing the request, and does not reuse a connection the
+// member asked to close.
+func TestMemberConnections(t *testing.T) {
+	srv, conns, states := memberServerStates(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "{}")
+	})
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	post := func(step string) {
+		t.Helper()
+		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+		if resp.StatusCode != http.StatusOK || string(body) != "{}" {
+			t.Fatalf("%s: %d %s", step, resp.StatusCode, body)
+		}
+		if o := f.outcome(); o.End != EndComplete {
+			t.Fatalf("%s: outcome %+v", step, o)
+		}
+	}
+	for range 3 {
+		post("sequential request")
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("three sequential requests used %d connections, want 1", n)
+	}
+	// Once the member's connection is idle, the member closes it (before
+	// it is idle, it would finish the response and close it later, a race
+	// no client can see coming) and answers later requests with
+	// Connection: close.
+	for idle := 0; idle < 3; {
+		if <-states == http.StateIdle {
+			idle++
+		}
+	}
+	srv.Config.SetKeepAlivesEnabled(false)
+	post("after the member closed the idle connection")
+	post("after a Connection: close response")
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("connections = %d, want 3 (one redial each)", n)
+	}
+	f.assertIdle("ns/llama")
+}
+
+// TestMemberBodies proves request bodies reach the member byte for byte
+// whether they go out in the head's write or after it, on one reused
+// connection whose scratch buffer grows and shrinks between requests.
+func TestMemberBodies(t *testing.T) {
+	got := make(chan []byte, 1)
+	srv, conns := memberServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+		_, _ = io.WriteString(w, "{}")
+	})
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	body := func(size int) string {
+		const head, tail = `{"model":"llama","prompt":"`, `"}`
+		var b strings.Builder
+		b.WriteString(head)
+		for i := 0; b.Len() < size-len(tail); i++ {
+			b.WriteByte(byte('a' + i%26))
+		}
+		b.WriteString(tail)
+		return b.String()
+	}
+	for _, size := range []int{64, inlineBodySize - 1, inlineBodySize, inlineBodySize + 1, 5 * maxHeadScratch, 64} {
+		want := body(size)
+		resp, reply := f.mustPost(pathChatCompletions, want, nil)
+		if resp.StatusCode != http.StatusOK || string(reply) != "{}" {
+			t.Fatalf("%d-byte body: %d %s", len(want), resp.StatusCode, reply)
+		}
+		if b := <-got; string(b) != want {
+			t.Fatalf("%d-byte body: member read %d bytes, not the client's", len(want), len(b))
+		}
+		f.outcome()
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("sequential requests used %d connections, want 1", n)
+	}
+	f.assertIdle("ns/llama")
+}
+
+// TestHTTPSMember proves a member behind https is reached with the router's
+// TLS configuration, and that an untrusted certificate fails the exchange
+// as upstream_unavailable.
+func TestHTTPSMember(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"tls":true}`)
+	}))
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	endpoint := srv.URL // https://127.0.0.1:port; the certificate names 127.0.0.1.
+
+	f := newFixture(t, fixtureOptions{tls: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", endpoint, 0}}))
+	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+	if resp.StatusCode != http.StatusOK || string(body) != `{"tls":true}` {
+		t.Fatalf("trusted member: %d %s", resp.StatusCode, body)
+	}
+	if o := f.outcome(); o.End != EndComplete {
+		t.Fatalf("outcome %+v", o)
+	}
+
+	untrusted := newFixture(t, fixtureOptions{})
+	untrusted.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", endpoint, 0}}))
+	resp, body = untrusted.mustPost(pathChatCompletions, chat("llama"), nil)
+	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+		t.Fatalf("untrusted member: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
+	}
+	if o := untrusted.outcome(); o.End != EndUnavailable {
+		t.Fatalf("outcome %+v", o)
+	}
+	untrusted.assertIdle("ns/llama")
+}
+
+// TestInformationalAndTrailers proves 1xx responses before the final one are
+// skipped, and the member's trailers reach the client.
+func TestInformationalAndTrailers(t *testing.T) {
+	srv, _ := memberServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Set("Trailer", "X-Tokens")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		w.Header().Set("X-Tokens", "42")
+	})
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	resp, err := f.post(t.Context(), pathChatCompletions, chat("llama"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != "data: [DONE]\n\n" {
+		t.Fatalf("got %d %q %v", resp.StatusCode, body, err)
+	}
+	if got := resp.Trailer.Get("X-Tokens"); got != "42" {
+		t.Fatalf("trailer X-Tokens = %q, want 42 (trailers %v)", got, resp.Trailer)
+	}
+	if o := f.outcome(); o.End != EndComplete || o.Status != http.StatusOK {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+// TestHopByHop covers the header classification directly.
+func TestHopByHop(t *testing.T) {
+	conn := []string{"x-a, X-B", " keep-alive "}
+	for k, want := range map[string]bool{
+		"Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+		"Proxy-Authorization": true, "X-A": true, "X-B": true, "Keep-Alive": true,
+		"Content-Type": false, "Authorization": false, "X-C": false,
+	} {
+		if got := hopByHop(k, conn); got != want {
+			t.Errorf("hopByHop(%q) = %v, want %v", k, got, want)
+		}
+	}
+	if !strings.Contains(string(appendUint(nil, 1234567890)), "1234567890") || string(appendUint(nil, 0)) != "0" {
+		t.Error("appendUint")
+	}
+}

@@ -1,0 +1,36 @@
+//go:build unix
+
+package router
+
+import (
+	"net"
+	"syscall"
+)
+
+// peerClosed reports whether an idle connection is unusable: the member
+// closed or reset it, or sent bytes nobody asked for. It peeks at the
+// socket without blocking and without consuming anything.
+func peerClosed(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	var (
+		buf  [1]byte
+		rerr error
+	)
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, rerr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true // never wait for readability.
+	})
+	if err != nil {
+		return true
+	}
+	// EAGAIN: nothing to read, the connection is open. Anything else is
+	// an end of file (n == 0), a reset, or bytes out of turn.
+	return rerr != syscall.EAGAIN && rerr != syscall.EWOULDBLOCK //nolint:errorlint // raw errno values.
+}
