@@ -16,6 +16,15 @@ var (
 
 // Internal errors.
 var (
+	// errNotExchange reports a request given to the member client that no
+	// exchange sent.
+	errNotExchange = errors.New("router: request is not an exchange's")
+	// errUpgrade reports a member that answered with 101 Switching
+	// Protocols, which no inference request asks for.
+	errUpgrade = errors.New("router: member switched protocols")
+	// errBodyClosed is returned by reads of a member's response body after
+	// Close.
+	errBodyClosed = errors.New("router: response body closed")
 	// errBodyTooLarge reports a request body above the limit.
 	errBodyTooLarge = errors.New("router: request body too large")
 )

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -37,13 +38,15 @@ const (
 // and writes of a connection return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// memberClient is the router's HTTP/1.1 client for members. It is deliberately
-// small: one request per connection at a time, written and read on the
-// serving goroutine (no per-connection goroutines, no retries, no
-// redirects, no proxies, no compression), with idle connections kept per
-// member address. Deadlines on the connection bound the wait for response
-// headers and each body read; a request's cancellation sets a deadline in
-// the past.
+// memberClient is the ReverseProxy's transport to members: an HTTP/1.1
+// client that does only what one attempt to an engine on the same host
+// needs. It sends one request per connection at a time, written and read
+// on the serving goroutine (no per-connection goroutines, no retries, no
+// redirects, no proxies, no compression, no HTTP/2), and keeps idle
+// connections per member address. It serves only requests of an exchange
+// (exchangeOf), whose route, timeouts and body it uses. Deadlines on the
+// connection bound the wait for response headers and each body read; the
+// request's cancellation sets a deadline in the past.
 type memberClient struct {
 	tls *tls.Config // for https members; nil means the system roots.
 
@@ -51,9 +54,106 @@ type memberClient struct {
 	idle map[string][]*memberConn // by memberRoute.addr, most recently used last.
 }
 
-// newMemberClient returns an upstream with no connections.
+// newMemberClient returns a member client with no connections.
 func newMemberClient(tlsConfig *tls.Config) *memberClient {
 	return &memberClient{tls: tlsConfig, idle: map[string][]*memberConn{}}
+}
+
+// RoundTrip sends the exchange's request to its member and returns the
+// response once its headers arrived. The response body is the exchange's
+// memberBody, which keeps the connection until the body is closed.
+func (u *memberClient) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	ex := exchangeOf(ctx)
+	if ex == nil {
+		return nil, errNotExchange
+	}
+	deadline := time.Now().Add(ex.headerTimeout)
+	c, err := u.get(ctx, ex.route, deadline)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, c.abort)
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		c.close()
+		return nil, err
+	}
+	// Checking the request after setting a deadline closes the race with
+	// abort: either abort runs later and moves the deadline to the past, or
+	// the request was already cancelled and the check sees it.
+	if err := c.conn.SetDeadline(deadline); err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if err := c.writeRequest(req, ex.route, ex.body); err != nil {
+		return fail(err)
+	}
+	resp, err := readResponse(c.br) //nolint:bodyclose // the exchange's memberBody closes it.
+	if err != nil {
+		return fail(err)
+	}
+	resp.Request = req
+	ex.resp = memberBody{u: u, c: c, ex: ex, ctx: ctx, body: resp.Body, stop: stop, keep: !resp.Close}
+	resp.Body = &ex.resp
+	return resp, nil
+}
+
+// memberBody is a member's response body as the proxy reads it. Each read
+// gets the tier's idleTimeout; the body's end (EOF or error) releases the
+// exchange's lease, and Close gives the connection back for reuse when the
+// response was read to its end, or closes it.
+type memberBody struct {
+	u    *memberClient
+	c    *memberConn // nil before headers and after Close.
+	ex   *exchange
+	ctx  context.Context
+	body io.ReadCloser
+	stop func() bool // stops the cancellation's abort.
+	keep bool        // the member did not ask to close the connection.
+	eof  bool
+}
+
+// Read reads the member's body with the idle deadline set.
+func (b *memberBody) Read(p []byte) (int, error) {
+	if b.c == nil {
+		return 0, errBodyClosed
+	}
+	// As in RoundTrip: deadline first, then the cancellation check.
+	if err := b.c.conn.SetReadDeadline(time.Now().Add(b.ex.idleTimeout)); err != nil {
+		b.ex.bodyEnded(err)
+		return 0, err
+	}
+	if err := b.ctx.Err(); err != nil {
+		b.ex.bodyEnded(err)
+		return 0, err
+	}
+	n, err := b.body.Read(p)
+	if err != nil {
+		b.eof = err == io.EOF
+		b.ex.bodyEnded(err)
+	}
+	return n, err
+}
+
+// Close ends the body: the connection goes back to the idle pool when the
+// body was read to its end and nothing else can touch it, otherwise it is
+// closed. The lease is released. Close is idempotent.
+func (b *memberBody) Close() error {
+	c := b.c
+	if c == nil {
+		return nil
+	}
+	b.c = nil
+	if b.stop() && b.eof && b.keep && c.br.Buffered() == 0 {
+		b.u.put(c)
+	} else {
+		c.close()
+	}
+	b.ex.release()
+	return nil
 }
 
 // memberConn is one connection to a member.
@@ -174,12 +274,13 @@ func (c *memberConn) abort() { _ = c.raw.SetDeadline(aLongTimeAgo) }
 // close closes the connection.
 func (c *memberConn) close() { _ = c.conn.Close() }
 
-// writeRequest sends r's request line and headers for route, with the
-// router's request id, followed by the body, in one write. Hop-by-hop
-// headers, Expect (the router already holds the body), Host,
-// Content-Length, forwarding headers and the client's own request id are
-// not forwarded; stripAuth drops Authorization as well.
-func (c *memberConn) writeRequest(r *http.Request, route *memberRoute, requestID string, body []byte, stripAuth bool) error {
+// writeRequest sends r's request line and headers for route followed by
+// body, in one write. r's headers are sent as they are (ReverseProxy
+// already removed hop-by-hop and forwarding headers) except Host and
+// Content-Length, which the client writes itself, Expect (the router
+// already holds the body) and an empty User-Agent (ReverseProxy's way of
+// asking for none).
+func (c *memberConn) writeRequest(r *http.Request, route *memberRoute, body []byte) error {
 	uri := r.RequestURI
 	if !strings.HasPrefix(uri, "/") {
 		uri = r.URL.RequestURI()
@@ -191,10 +292,14 @@ func (c *memberConn) writeRequest(r *http.Request, route *memberRoute, requestID
 	h = append(h, " HTTP/1.1\r\nHost: "...)
 	h = append(h, route.host...)
 	h = append(h, "\r\n"...)
-	conn := r.Header["Connection"]
 	for k, vv := range r.Header {
-		if skipRequestHeader(k, conn, stripAuth) {
+		switch k {
+		case "Host", "Content-Length", "Expect":
 			continue
+		case "User-Agent":
+			if len(vv) == 1 && vv[0] == "" {
+				continue
+			}
 		}
 		for _, v := range vv {
 			h = append(h, k...)
@@ -203,9 +308,7 @@ func (c *memberConn) writeRequest(r *http.Request, route *memberRoute, requestID
 			h = append(h, "\r\n"...)
 		}
 	}
-	h = append(h, "X-Request-Id: "...)
-	h = append(h, requestID...)
-	h = append(h, "\r\nContent-Length: "...)
+	h = append(h, "Content-Length: "...)
 	h = appendUint(h, uint64(len(body)))
 	h = append(h, "\r\n\r\n"...)
 	var err error
@@ -237,46 +340,18 @@ func appendUint(b []byte, n uint64) []byte {
 	return append(b, tmp[i:]...)
 }
 
-// skipRequestHeader reports whether the client's header k is not forwarded.
-// Forwarding headers a client sent are dropped: the router adds none, and
-// a member must not trust what a client claims about its own address.
-func skipRequestHeader(k string, connection []string, stripAuth bool) bool {
-	switch k {
-	case "Host", "Content-Length", "Expect", headerRequestID,
-		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
-		return true
-	case "Authorization":
-		return stripAuth
-	}
-	return hopByHop(k, connection)
-}
-
-// hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1 and their
-// historic companions, which a proxy never forwards.
-var hopHeaders = map[string]bool{
-	"Connection":          true,
-	"Proxy-Connection":    true,
-	"Keep-Alive":          true,
-	"Proxy-Authenticate":  true,
-	"Proxy-Authorization": true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Transfer-Encoding":   true,
-	"Upgrade":             true,
-}
-
-// hopByHop reports whether k is a hop-by-hop header, by the fixed list or
-// because a Connection header value names it.
-func hopByHop(k string, connection []string) bool {
-	if hopHeaders[k] {
-		return true
-	}
-	for _, v := range connection {
-		for tok := range strings.SplitSeq(v, ",") {
-			if http.CanonicalHeaderKey(strings.TrimSpace(tok)) == k {
-				return true
-			}
+// readResponse reads the member's response headers, skipping informational
+// (1xx) responses.
+func readResponse(br *bufio.Reader) (*http.Response, error) {
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		switch {
+		case err != nil:
+			return nil, err
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errUpgrade
+		case resp.StatusCode >= 200 || resp.StatusCode < 100:
+			return resp, nil
 		}
 	}
-	return false
 }

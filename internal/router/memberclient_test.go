@@ -3,6 +3,7 @@ package router
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -261,19 +262,21 @@ func TestInformationalAndTrailers(t *testing.T) {
 	}
 }
 
-// TestHopByHop covers the header classification directly.
-func TestHopByHop(t *testing.T) {
-	conn := []string{"x-a, X-B", " keep-alive "}
-	for k, want := range map[string]bool{
-		"Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-		"Proxy-Authorization": true, "X-A": true, "X-B": true, "Keep-Alive": true,
-		"Content-Type": false, "Authorization": false, "X-C": false,
-	} {
-		if got := hopByHop(k, conn); got != want {
-			t.Errorf("hopByHop(%q) = %v, want %v", k, got, want)
+// TestAppendUint covers the request head's Content-Length formatting.
+func TestAppendUint(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0", 7: "7", 10: "10", 1234567890: "1234567890", 1<<64 - 1: "18446744073709551615"} {
+		if got := string(appendUint([]byte("x"), n)); got != "x"+want {
+			t.Errorf("appendUint(%d) = %q, want %q", n, got, "x"+want)
 		}
 	}
-	if !strings.Contains(string(appendUint(nil, 1234567890)), "1234567890") || string(appendUint(nil, 0)) != "0" {
-		t.Error("appendUint")
+}
+
+// TestMemberClientServesOnlyExchanges proves the member client refuses a
+// request no exchange sent instead of guessing its member.
+func TestMemberClientServesOnlyExchanges(t *testing.T) {
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", strings.NewReader("{}"))
+	resp, err := newMemberClient(nil).RoundTrip(req) //nolint:bodyclose // no response is expected.
+	if resp != nil || !errors.Is(err, errNotExchange) {
+		t.Fatalf("RoundTrip = %v, %v; want errNotExchange", resp, err)
 	}
 }

@@ -1,12 +1,14 @@
 package router
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/admission"
@@ -20,19 +22,41 @@ const (
 
 // Response body copying.
 const (
-	// copyBufferSize is the size of the buffers that copy response bodies.
+	// copyBufferSize is the size of the buffers that copy response bodies,
+	// ReverseProxy's own default.
 	copyBufferSize = 32 << 10
 	// copyBufferPoolSize bounds the idle copy buffers kept for reuse: enough
 	// for a few hundred concurrent streams, 8 MiB at most.
 	copyBufferPoolSize = 256
 )
 
-// copyBufferList is a bounded free list of copy buffers. A channel, unlike
-// a sync.Pool of slices, takes and returns them without allocating.
+// newReverseProxy returns the one ReverseProxy every request goes through,
+// over the router's member client.
+func (rt *Router) newReverseProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:   rt.rewrite,
+		Transport: rt.members,
+		// Zero: ReverseProxy flushes every write (-1) of a text/event-stream
+		// response and of any response without a Content-Length, which is
+		// every stream, and spares the flush timer of bodies of known length.
+		FlushInterval:  0,
+		BufferPool:     copyBuffers{},
+		ModifyResponse: modifyResponse,
+		ErrorHandler:   handleError,
+		// The proxy's own log quotes raw errors with addresses; the router
+		// logs its classified outcome instead.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+}
+
+// copyBuffers is a bounded free list of copy buffers. A channel, unlike a
+// sync.Pool of slices, takes and returns them without allocating.
+type copyBuffers struct{}
+
 var copyBufferList = make(chan []byte, copyBufferPoolSize)
 
-// getCopyBuffer returns a buffer.
-func getCopyBuffer() []byte {
+// Get returns a buffer.
+func (copyBuffers) Get() []byte {
 	select {
 	case b := <-copyBufferList:
 		return b
@@ -41,71 +65,85 @@ func getCopyBuffer() []byte {
 	}
 }
 
-// putCopyBuffer keeps a buffer for reuse unless the list is full.
-func putCopyBuffer(b []byte) {
+// Put keeps a buffer for reuse unless the list is full.
+func (copyBuffers) Put(b []byte) {
 	select {
 	case copyBufferList <- b:
 	default:
 	}
 }
 
-// errUpgrade reports a member that answered with 101 Switching Protocols,
-// which no inference request asks for.
-var errUpgrade = errors.New("router: member switched protocols")
+// exchangeKey is the context key of a request's exchange.
+type exchangeKey struct{}
 
-// exchange is one admitted request's single upstream attempt, run entirely
-// on the serving goroutine. Its lease is released exactly once, by whichever
-// of these sees the end first: the failure to get response headers, the end
-// of the response body (EOF or error), a failed write to the client, or the
-// deferred end of serve, which also runs when the relay panics
-// (http.ErrAbortHandler). Deadlines on the member connection bound the wait:
-// until response headers arrive the tier's responseHeaderTimeout, then the
-// idleTimeout for each body read. The client's going away sets a deadline in
-// the past, which ends a blocked read or write at once.
+// exchangeOf returns the exchange of a request the router proxies, or nil.
+func exchangeOf(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+// exchange is one admitted request's single upstream attempt, through the
+// ReverseProxy and the member client, all on the serving goroutine. Its lease
+// is released exactly once, by whichever of these sees the end first: the
+// proxy's ErrorHandler (no response headers), the response body's EOF, read
+// error or Close, or the deferred end of serve, which also runs when the
+// copy panics (http.ErrAbortHandler). The member client bounds the waits
+// with connection deadlines: until response headers arrive the tier's
+// responseHeaderTimeout, then the idleTimeout for each body read.
 type exchange struct {
-	rt        *Router
-	tier      *tierState
-	route     *memberRoute
-	lease     *admission.Lease
-	body      []byte
-	in        context.Context // the client's request context.
-	requestID string
+	rt    *Router
+	tier  *tierState
+	route *memberRoute
+	lease *admission.Lease
+	body  []byte          // the request body, as the gates read it.
+	in    context.Context // the client's request context.
+
+	idHeader []string // the X-Request-Id header value.
 
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
 
-	released bool
-	returned bool // the relay returned without panicking.
+	released atomic.Bool
+	returned bool // the proxy returned without panicking.
 
-	outcome Outcome
+	resp    memberBody // the member's response body, once headers arrived.
+	outcome Outcome    // written only on the serving goroutine.
 }
 
-// serve sends the request to the member and relays the response.
+// serve sends the request to the member through the reverse proxy. The
+// outgoing request carries no body reader: the member client writes the
+// exchange's body buffer.
 func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
+	out := r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	out.Body = http.NoBody
+	out.ContentLength = int64(len(ex.body))
+	out.TransferEncoding = nil
+	out.GetBody = nil
 	defer ex.end()
-	ex.relay(w, r)
+	ex.rt.proxy.ServeHTTP(w, out)
 	ex.returned = true
 }
 
 // release returns the lease, once.
 func (ex *exchange) release() {
-	if ex.released {
+	if !ex.released.CompareAndSwap(false, true) {
 		return
 	}
-	ex.released = true
 	ex.lease.Release()
 	if h := ex.rt.onRelease; h != nil {
 		h(ex.tier.key, ex.route.id)
 	}
 }
 
-// end runs when serve returns or panics: it releases the lease if nothing
-// did yet and records the outcome.
+// end runs when serve returns or panics: it gives up the member connection
+// and releases the lease if nothing did yet, and records the outcome.
 func (ex *exchange) end() {
+	_ = ex.resp.Close()
 	ex.release()
 	o := &ex.outcome
 	if !ex.returned && (o.End == "" || o.End == EndComplete) || ex.returned && o.End == "" {
-		// The relay to the client failed or stopped without the body's end.
+		// The relay to the client failed (the proxy panics with
+		// http.ErrAbortHandler) or stopped without the body's end.
 		o.End = EndAborted
 		if ex.in.Err() != nil {
 			o.End = EndClientGone
@@ -115,179 +153,42 @@ func (ex *exchange) end() {
 	ex.rt.finish(o)
 }
 
-// relay makes the one upstream attempt: it sends the request on a member
-// connection and copies the response to w. The connection is kept for reuse
-// only when the response was read to its end and the client's cancellation
-// can no longer touch it.
-func (ex *exchange) relay(w http.ResponseWriter, r *http.Request) {
-	up := ex.rt.members
-	deadline := time.Now().Add(ex.headerTimeout)
-	c, err := up.get(ex.in, ex.route, deadline)
-	if err != nil {
-		ex.failHeaders(w, err)
-		return
+// rewrite points the outgoing request at the leased member. The path and
+// query are forwarded unchanged; ReverseProxy has already dropped hop-by-hop
+// and forwarding headers, and adds none.
+func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
+	ex := exchangeOf(pr.In.Context())
+	out := pr.Out
+	out.URL.Scheme = ex.route.scheme
+	out.URL.Host = ex.route.host
+	out.Host = ""
+	out.GetBody = nil // never rewindable.
+	out.Header[headerRequestID] = ex.idHeader
+	if rt.keys != nil {
+		delete(out.Header, "Authorization") // the router's credential, not the engine's.
 	}
-	reusable := false
-	stop := context.AfterFunc(ex.in, c.abort)
-	defer func() {
-		if stop() && reusable {
-			up.put(c)
-			return
-		}
-		c.close()
-	}()
+}
 
-	// Checking the client after setting a deadline closes the race with
-	// abort: either abort runs later and moves the deadline to the past, or
-	// the request was already cancelled and the check sees it.
-	if err := c.conn.SetDeadline(deadline); err != nil || ex.in.Err() != nil {
-		ex.failHeaders(w, err)
-		return
-	}
-	if err := c.writeRequest(r, ex.route, ex.requestID, ex.body, ex.rt.keys != nil); err != nil {
-		ex.failHeaders(w, err)
-		return
-	}
-	resp, err := readResponse(c.br) //nolint:bodyclose // read to its end or its connection closed; Close would drain a stream.
-	if err != nil {
-		ex.failHeaders(w, err)
-		return
-	}
-
+// modifyResponse runs when the member's response headers arrive: it records
+// them and removes the member's values of the router's own headers, which
+// are already on the client's response.
+func modifyResponse(resp *http.Response) error {
+	ex := exchangeOf(resp.Request.Context())
 	o := &ex.outcome
 	o.Status = resp.StatusCode
 	o.FirstByte = ex.rt.clock.Since(o.Start)
-	copyResponseHeader(w.Header(), resp)
-	stream := resp.ContentLength < 0 || isEventStream(resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	var rc *http.ResponseController
-	if stream {
-		// Streams go out as they come: headers now, then every read.
-		rc = http.NewResponseController(w)
-		if rc.Flush() != nil {
-			ex.abortClient(r)
-			return
-		}
-	}
-
-	buf := getCopyBuffer()
-	defer putCopyBuffer(buf)
-	for {
-		if err := c.conn.SetReadDeadline(time.Now().Add(ex.idleTimeout)); err != nil || ex.in.Err() != nil {
-			ex.bodyEnded(err)
-			ex.abortClient(r)
-			return
-		}
-		n, rerr := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				ex.abortClient(r)
-				return
-			}
-			if stream && rc.Flush() != nil {
-				ex.abortClient(r)
-				return
-			}
-		}
-		if rerr == io.EOF {
-			ex.bodyEnded(rerr)
-			for k, vv := range resp.Trailer {
-				w.Header()[http.TrailerPrefix+k] = vv
-			}
-			reusable = !resp.Close && c.br.Buffered() == 0
-			return
-		}
-		if rerr != nil {
-			ex.bodyEnded(rerr)
-			ex.abortClient(r)
-			return
-		}
-	}
+	h := resp.Header
+	delete(h, headerRequestID)
+	delete(h, headerTier)
+	delete(h, headerMember)
+	return nil
 }
 
-// readResponse reads the member's response headers, skipping informational
-// (1xx) responses.
-func readResponse(br *bufio.Reader) (*http.Response, error) {
-	for {
-		resp, err := http.ReadResponse(br, nil)
-		switch {
-		case err != nil:
-			return nil, err
-		case resp.StatusCode == http.StatusSwitchingProtocols:
-			return nil, errUpgrade
-		case resp.StatusCode >= 200 || resp.StatusCode < 100:
-			return resp, nil
-		}
-	}
-}
-
-// copyResponseHeader copies the member's response headers to the client's,
-// leaving out hop-by-hop headers and the router's own (already set), and
-// announces the member's trailers.
-func copyResponseHeader(h http.Header, resp *http.Response) {
-	conn := resp.Header["Connection"]
-	for k, vv := range resp.Header {
-		switch k {
-		case headerRequestID, headerTier, headerMember:
-			continue
-		}
-		if hopByHop(k, conn) {
-			continue
-		}
-		h[k] = vv
-	}
-	for k := range resp.Trailer {
-		h.Add("Trailer", k)
-	}
-}
-
-// isEventStream reports whether the response is a server-sent event stream.
-func isEventStream(h http.Header) bool {
-	ct := h["Content-Type"]
-	if len(ct) == 0 {
-		return false
-	}
-	v := ct[0]
-	const es = "text/event-stream"
-	return len(v) >= len(es) && asciiEqualFold(v[:len(es)], es)
-}
-
-// asciiEqualFold reports whether a and b are equal ignoring ASCII case.
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range len(a) {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
-// abortClient ends a response whose headers were sent but whose body cannot
-// be completed: under an http.Server it panics with http.ErrAbortHandler,
-// so the client sees a cut response rather than a well-formed short one;
-// called without a server (a handler test), it returns and the caller
-// stops.
-func (ex *exchange) abortClient(r *http.Request) {
-	ex.release()
-	if r.Context().Value(http.ServerContextKey) != nil {
-		panic(http.ErrAbortHandler)
-	}
-}
-
-// failHeaders answers an exchange that failed before response headers:
-// 504 when the member did not answer within responseHeaderTimeout, nothing
-// when the client went away, 502 otherwise.
-func (ex *exchange) failHeaders(w http.ResponseWriter, err error) {
+// handleError answers an exchange that failed before response headers:
+// nothing when the client went away, 504 when the member did not answer
+// within responseHeaderTimeout, 502 otherwise.
+func handleError(w http.ResponseWriter, req *http.Request, err error) {
+	ex := exchangeOf(req.Context())
 	ex.release()
 	o := &ex.outcome
 	e := errUpstreamUnavailable

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httputil"
 	"sync"
 	"sync/atomic"
 
@@ -72,6 +73,7 @@ type Router struct {
 	members   *memberClient
 	clock     clock.PassiveClock
 	ids       *idGenerator
+	proxy     *httputil.ReverseProxy
 
 	table   atomic.Pointer[table] // read lock-free by every request.
 	applyMu sync.Mutex            // serializes Apply.
@@ -104,6 +106,7 @@ func New(opts Options) *Router {
 	if rt.clock == nil {
 		rt.clock = clock.RealClock{}
 	}
+	rt.proxy = rt.newReverseProxy()
 	rt.table.Store(&table{aliases: map[string]aliasEntry{}, models: modelsBody(nil)})
 	return rt
 }
@@ -154,7 +157,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 // of one inference request, in the order of SPEC §5.2.
 func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	o := Outcome{Start: rt.clock.Now(), RequestID: rt.ids.requestID(r.Header)}
-	idHeader := []string{o.RequestID}
+	idHeader := []string{o.RequestID} // shared by the response and the upstream request; never appended to.
 	w.Header()[headerRequestID] = idHeader
 
 	// 1. Request-wide gates, before any reservation.
@@ -215,7 +218,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	if rt.recorder != nil {
 		o.Selection = lease.Selection()
 	}
-	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: *buf, requestID: o.RequestID,
+	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: *buf, idHeader: idHeader,
 		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context()}
 	if route == nil {
 		// Unreachable: a lease names a member of the configuration it was

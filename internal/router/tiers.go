@@ -45,6 +45,7 @@ type tierConfig struct {
 type memberRoute struct {
 	id         string
 	memberName []string // {id}, the X-Sluice-Member header value; never appended to.
+	scheme     string   // http or https.
 	host       string   // the endpoint's host[:port], the Host header.
 	hostname   string   // the host alone, the TLS server name.
 	addr       string   // host:port to dial, with the scheme's default port.
@@ -62,7 +63,7 @@ func newMemberRoute(id string, u *url.URL) memberRoute {
 			port = "443"
 		}
 	}
-	return memberRoute{id: id, memberName: []string{id}, host: u.Host, hostname: u.Hostname(),
+	return memberRoute{id: id, memberName: []string{id}, scheme: u.Scheme, host: u.Host, hostname: u.Hostname(),
 		addr: net.JoinHostPort(u.Hostname(), port), tls: u.Scheme == "https"}
 }
 
