@@ -2,7 +2,7 @@
 #
 # Every tool is built from Go modules pinned in this repository:
 #   hack/tools/go.mod    controller-gen, golangci-lint (tool directives)
-#   hack/envtest/go.mod  kube-apiserver and etcd for the envtest suites
+#   hack/envtest/go.mod  kube-apiserver, etcd and kubectl for the envtest suites
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -104,7 +104,7 @@ bench-go: ## Run the Go micro-benchmarks of the cores.
 ##@ Tools
 
 .PHONY: envtest-bins
-envtest-bins: ## Build kube-apiserver and etcd from source into bin/k8s (skipped when up to date).
+envtest-bins: ## Build kube-apiserver, etcd and kubectl from source into bin/k8s (skipped when up to date).
 	hack/envtest/build.sh $(ENVTEST_BIN)
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the envtest control plane (kube-apiserver and etcd) from the Go
-# modules pinned in this directory's go.mod into $1 (default bin/k8s). No
-# release binaries are downloaded. A stamp of go.mod, go.sum and this script
+# Builds the envtest control plane (kube-apiserver and etcd) and the kubectl
+# the envtest suites drive from the Go modules pinned in this directory's
+# go.mod into $1 (default bin/k8s). No release binaries are downloaded. A stamp of go.mod, go.sum and this script
 # skips the build when nothing changed; the Go build cache makes a rebuild
 # after a version bump much faster than the first (about 10 minutes for the
 # API server on a 2-core machine).
@@ -12,7 +12,7 @@ out=$(mkdir -p "${1:-$here/../../bin/k8s}" && cd "${1:-$here/../../bin/k8s}" && 
 stamp="$out/.stamp"
 want=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -d' ' -f1)
 
-if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -x "$out/kubectl" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
   exit 0
 fi
 
@@ -27,4 +27,6 @@ echo "building etcd into $out"
 go build -trimpath -ldflags "-s -w" -o "$out/etcd" ./etcd
 echo "building kube-apiserver $version into $out (slow the first time)"
 go build -trimpath -ldflags "$ldflags" -o "$out/kube-apiserver" ./kube-apiserver
+echo "building kubectl $version into $out"
+go build -trimpath -ldflags "$ldflags" -o "$out/kubectl" ./kubectl
 echo "$want" > "$stamp"

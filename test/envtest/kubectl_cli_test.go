@@ -47,6 +47,7 @@ func writeKubeconfig(dir, name, impersonate string, groups ...string) string {
 
 // cli runs kubectl with the admin kubeconfig and the plugin on PATH.
 type cli struct {
+	kubectl    string // the kubectl `make envtest-bins` built, of the API server's version.
 	kubeconfig string
 	path       string // PATH with the plugin's directory first.
 }
@@ -54,7 +55,7 @@ type cli struct {
 // run runs kubectl args with $KUBECONFIG set (kubectl refuses flags before
 // a plugin's name) and returns stdout, stderr and the error.
 func (c *cli) run(ctx context.Context, args ...string) (string, string, error) {
-	cmd := exec.CommandContext(ctx, "kubectl", args...) //nolint:gosec // the spec's own kubectl arguments.
+	cmd := exec.CommandContext(ctx, c.kubectl, args...) //nolint:gosec // the spec's own kubectl arguments.
 	cmd.Env = append(os.Environ(), "PATH="+c.path, "KUBECONFIG="+c.kubeconfig)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -98,14 +99,15 @@ func (s pluginStatus) phases() string {
 
 var _ = Describe("kubectl and the kubectl-sluice plugin", func() {
 	It("apply the samples, quiesce with patch, wait for Drained, and drain, readmit and show status with the plugin", func(ctx context.Context) {
-		if _, err := exec.LookPath("kubectl"); err != nil {
-			Skip("kubectl is not on PATH; this spec drives the real kubectl binary")
-		}
+		kubectl := filepath.Join(assetsDir(), "kubectl")
+		_, err := os.Stat(kubectl)
+		Expect(err).NotTo(HaveOccurred(), "kubectl missing in %s: run `make envtest-bins`", assetsDir())
 		dir := GinkgoT().TempDir()
 		buildBinary(ctx, dir, "cmd/kubectl-sluice")
 		routerBin := buildBinary(ctx, dir, "cmd/router")
 		installRouterRBAC(ctx)
 		k := &cli{
+			kubectl:    kubectl,
 			kubeconfig: writeKubeconfig(dir, "admin.kubeconfig", ""),
 			path:       dir + string(os.PathListSeparator) + os.Getenv("PATH"),
 		}
