@@ -98,8 +98,9 @@ bench: ## Run the end-to-end benchmarks (router vs direct vs HAProxy; docs/BENCH
 	bench/scripts/bench.sh $(BENCH_FLAGS)
 
 .PHONY: bench-go
-bench-go: ## Run the Go micro-benchmarks of the cores.
+bench-go: ## Run the Go micro-benchmarks of the cores and of the router's proxy path.
 	go test -run='^$$' -bench=. -benchmem -count=5 ./internal/scheduler ./internal/admission ./internal/pressure
+	go test -run='^$$' -bench=BenchmarkProxy -benchmem -benchtime=2s -count=5 ./internal/router
 
 ##@ Tools
 
