@@ -262,6 +262,43 @@ func TestInformationalAndTrailers(t *testing.T) {
 	}
 }
 
+// TestSwitchingProtocolsIsRefused proves a member that answers 101 (no
+// inference request asks to upgrade) fails the exchange with 502 and its
+// connection is not kept.
+func TestSwitchingProtocolsIsRefused(t *testing.T) {
+	srv, conns := memberServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Header.Get("X-Upgrade") == "" {
+			_, _ = io.WriteString(w, "{}")
+			return
+		}
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		_ = buf.Flush()
+		_ = conn.Close()
+	})
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	resp, body := f.mustPost(pathChatCompletions, chat("llama"), http.Header{"X-Upgrade": {"1"}})
+	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+		t.Fatalf("got %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
+	}
+	if o := f.outcome(); o.End != EndUnavailable {
+		t.Fatalf("outcome %+v", o)
+	}
+	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("next request: %d", resp.StatusCode)
+	}
+	f.outcome()
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("connections = %d, want 2: the upgraded one must not be reused", n)
+	}
+	f.assertIdle("ns/llama")
+}
+
 // TestAppendUint covers the request head's Content-Length formatting.
 func TestAppendUint(t *testing.T) {
 	for n, want := range map[uint64]string{0: "0", 7: "7", 10: "10", 1234567890: "1234567890", 1<<64 - 1: "18446744073709551615"} {
