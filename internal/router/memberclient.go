@@ -234,7 +234,7 @@ func (u *memberClient) dial(ctx context.Context, route *memberRoute, deadline ti
 		return nil, err
 	}
 	c := &memberConn{raw: raw, conn: raw, addr: route.addr}
-	if route.tls {
+	if route.scheme == "https" {
 		cfg := &tls.Config{} //nolint:gosec // MinVersion is Go's default (TLS 1.2).
 		if u.tls != nil {
 			cfg = u.tls.Clone()

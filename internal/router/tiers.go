@@ -49,7 +49,6 @@ type memberRoute struct {
 	host       string   // the endpoint's host[:port], the Host header.
 	hostname   string   // the host alone, the TLS server name.
 	addr       string   // host:port to dial, with the scheme's default port.
-	tls        bool     // https.
 }
 
 // newMemberRoute returns the route of member id at endpoint u, an absolute
@@ -64,7 +63,7 @@ func newMemberRoute(id string, u *url.URL) memberRoute {
 		}
 	}
 	return memberRoute{id: id, memberName: []string{id}, scheme: u.Scheme, host: u.Host, hostname: u.Hostname(),
-		addr: net.JoinHostPort(u.Hostname(), port), tls: u.Scheme == "https"}
+		addr: net.JoinHostPort(u.Hostname(), port)}
 }
 
 // member returns the route of member id, or nil.
