@@ -96,7 +96,7 @@ func (u *memberClient) RoundTrip(req *http.Request) (*http.Response, error) {
 		return fail(err)
 	}
 	resp.Request = req
-	ex.resp = memberBody{u: u, c: c, ex: ex, ctx: ctx, body: resp.Body, stop: stop, keep: !resp.Close}
+	ex.resp = memberBody{c: c, ex: ex, body: resp.Body, stop: stop, keep: !resp.Close}
 	resp.Body = &ex.resp
 	return resp, nil
 }
@@ -106,10 +106,8 @@ func (u *memberClient) RoundTrip(req *http.Request) (*http.Response, error) {
 // exchange's lease, and Close gives the connection back for reuse when the
 // response was read to its end, or closes it.
 type memberBody struct {
-	u    *memberClient
 	c    *memberConn // nil before headers and after Close.
 	ex   *exchange
-	ctx  context.Context
 	body io.ReadCloser
 	stop func() bool // stops the cancellation's abort.
 	keep bool        // the member did not ask to close the connection.
@@ -126,7 +124,7 @@ func (b *memberBody) Read(p []byte) (int, error) {
 		b.ex.bodyEnded(err)
 		return 0, err
 	}
-	if err := b.ctx.Err(); err != nil {
+	if err := b.ex.in.Err(); err != nil { // the client's context, which the request's derives from.
 		b.ex.bodyEnded(err)
 		return 0, err
 	}
@@ -148,7 +146,7 @@ func (b *memberBody) Close() error {
 	}
 	b.c = nil
 	if b.stop() && b.eof && b.keep && c.br.Buffered() == 0 {
-		b.u.put(c)
+		b.ex.rt.members.put(c)
 	} else {
 		c.close()
 	}
