@@ -34,8 +34,8 @@ func TestAcquireDecisive(t *testing.T) {
 	want := &scheduler.Decision{
 		SelectedMemberID: "a", Reason: scheduler.ReasonSelected, EligibleIDs: []string{"a", "b"},
 		Scores: []scheduler.Score{
-			{MemberID: "a", LocalActive: 0, LocalCapacity: 2, UpstreamFreshness: "fresh", RotatingRank: 0},
-			{MemberID: "b", LocalActive: 1, LocalCapacity: 2, UpstreamFreshness: "fresh", RotatingRank: 1},
+			{MemberID: "a", LocalActive: 0, LocalCapacity: 2, UpstreamFreshness: scheduler.FreshnessFresh, RotatingRank: 0},
+			{MemberID: "b", LocalActive: 1, LocalCapacity: 2, UpstreamFreshness: scheduler.FreshnessFresh, RotatingRank: 1},
 		},
 	}
 	if got := first.Selection(); !reflect.DeepEqual(got, want) {
@@ -263,7 +263,7 @@ func TestDirectTier(t *testing.T) {
 func TestAcquireInvalidInput(t *testing.T) {
 	badFresh := fresh(-1)
 	badClass := scheduler.UnknownPressure()
-	badClass.Freshness = "tepid"
+	badClass.Freshness = scheduler.Freshness(5)
 	tests := []struct {
 		desc string
 		in   admission.Inputs

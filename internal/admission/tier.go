@@ -184,15 +184,13 @@ func (t *Tier) rankLocked(v *membership, ready *[MaxMembers]bool, pressure *[Max
 	var candidates [MaxMembers]scheduler.Candidate
 	open := false
 	for i, m := range t.members {
-		eligible := ready[i] && m.reason == ""
-		open = open || eligible
-		candidates[i] = scheduler.Candidate{
-			MemberID: m.id,
-			Eligible: eligible,
-			Active:   m.active,
-			Capacity: m.ceiling,
-			Pressure: pressure[i],
-		}
+		c := &candidates[i]
+		c.MemberID = m.id
+		c.Eligible = ready[i] && m.reason == ""
+		c.Active = m.active
+		c.Capacity = m.ceiling
+		c.Pressure = pressure[i]
+		open = open || c.Eligible
 	}
 	d, err := scheduler.Rank(v.ids, t.cursor, candidates[:len(t.members)])
 	if err != nil {

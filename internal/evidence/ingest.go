@@ -385,11 +385,13 @@ func parseScore(raw json.RawMessage) (scheduler.Score, error) {
 		return scheduler.Score{}, err
 	}
 	f := fields{obj: obj}
+	// A name outside the set parses as the zero Freshness, refused below.
+	freshness, _ := scheduler.ParseFreshness(f.str("upstream_freshness"))
 	s := scheduler.Score{
 		MemberID:          f.str("member_id"),
 		LocalActive:       int(f.int("local_active", 0, scheduler.MaxActive)),
 		LocalCapacity:     int(f.int("local_capacity", scheduler.MinCapacity, scheduler.MaxCapacity)),
-		UpstreamFreshness: scheduler.Freshness(f.str("upstream_freshness")),
+		UpstreamFreshness: freshness,
 		UpstreamUnknown:   f.bool("upstream_unknown"),
 		RotatingRank:      int(f.int("rotating_rank", 0, scheduler.MaxMembers-1)),
 	}

@@ -118,7 +118,7 @@ func schedulerWire(d *scheduler.Decision) *schedulerJSON {
 			MemberID:          sc.MemberID,
 			LocalActive:       sc.LocalActive,
 			LocalCapacity:     sc.LocalCapacity,
-			UpstreamFreshness: string(sc.UpstreamFreshness),
+			UpstreamFreshness: sc.UpstreamFreshness.String(),
 			UpstreamUnknown:   sc.UpstreamUnknown,
 			RotatingRank:      sc.RotatingRank,
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
 // TestCapacityRecordGolden pins the JSON of a Capacity decision record: the
@@ -127,7 +129,7 @@ func invalidPayloads() map[string]func(*Record) {
 			ids[0], ids[1] = ids[1], ids[0]
 		},
 		"fresh PPM on a stale row": func(r *Record) { r.Scheduler.Scores[0].UpstreamPPM = 5 },
-		"unknown freshness":        func(r *Record) { r.Scheduler.Scores[2].UpstreamFreshness = "vintage" },
+		"unknown freshness":        func(r *Record) { r.Scheduler.Scores[2].UpstreamFreshness = scheduler.Freshness(9) },
 		"rank out of range":        func(r *Record) { r.Scheduler.Scores[2].RotatingRank = 16 },
 		"seventeen rows": func(r *Record) {
 			for len(r.Scheduler.Scores) < 17 {

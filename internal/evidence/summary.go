@@ -58,7 +58,7 @@ func (z *summarizer) add(r *Record) {
 	members[r.Member]++
 	switch {
 	case r.SchedulerValid():
-		s.WinnerFreshness[string(r.Scheduler.Scores[0].UpstreamFreshness)]++
+		s.WinnerFreshness[r.Scheduler.Scores[0].UpstreamFreshness.String()]++
 	case r.Scheduler != nil:
 		s.InvalidScheduler++
 	}

@@ -270,7 +270,7 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 			if !ok {
 				p = scheduler.UnknownPressure()
 			}
-			pv := &MemberPressure{Freshness: string(p.Freshness), RequestState: string(p.RequestState), KVState: string(p.KVState)}
+			pv := &MemberPressure{Freshness: p.Freshness.String(), RequestState: p.RequestState.String(), KVState: p.KVState.String()}
 			if p.Freshness == scheduler.FreshnessFresh {
 				pv.PPM = &p.PPM
 			}

@@ -19,7 +19,8 @@ const (
 
 // Score is the evidence for one eligible candidate: the inputs of its rank
 // tuple, copied at the moment of the decision. It has exactly these seven
-// fields.
+// fields, ordered so that the two one-byte fields share a word (56 bytes a
+// row); its JSON form keeps the field order of the evidence contract.
 type Score struct {
 	// MemberID is the candidate's member id.
 	MemberID string `json:"member_id"`
@@ -29,13 +30,13 @@ type Score struct {
 	LocalCapacity int `json:"local_capacity"`
 	// UpstreamFreshness is the class of the member's pressure sample.
 	UpstreamFreshness Freshness `json:"upstream_freshness"`
+	// UpstreamUnknown is true when the pressure is not fresh; every class other
+	// than fresh ranks the same way.
+	UpstreamUnknown bool `json:"upstream_unknown"`
 	// UpstreamPPM is the member's pressure in parts per million. It is
 	// meaningful only when UpstreamFreshness is FreshnessFresh, is zero
 	// otherwise, and is serialized as null unless fresh.
 	UpstreamPPM int64 `json:"upstream_ppm"`
-	// UpstreamUnknown is true when the pressure is not fresh; every class other
-	// than fresh ranks the same way.
-	UpstreamUnknown bool `json:"upstream_unknown"`
 	// RotatingRank is (index in the membership − cursor) mod N: the final tie
 	// break, distinct for every member.
 	RotatingRank int `json:"rotating_rank"`

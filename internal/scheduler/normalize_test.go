@@ -1,8 +1,11 @@
 package scheduler_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -179,24 +182,24 @@ func TestPressureValidate(t *testing.T) {
 		ok   bool
 	}{
 		{"unknown pressure", scheduler.UnknownPressure(), true},
-		{"fresh request", scheduler.Pressure{Freshness: "fresh", PPM: 2_000_000_000_000_000, RequestState: "valid", KVState: "missing"}, true},
-		{"fresh KV only", scheduler.Pressure{Freshness: "fresh", PPM: 1_000_000, RequestState: "missing", KVState: "valid"}, true},
-		{"fresh KV only above 1e6", scheduler.Pressure{Freshness: "fresh", PPM: 1_000_001, RequestState: "missing", KVState: "valid"}, false},
-		{"fresh above 2e15", scheduler.Pressure{Freshness: "fresh", PPM: 2_000_000_000_000_001, RequestState: "valid", KVState: "valid"}, false},
-		{"fresh negative PPM", scheduler.Pressure{Freshness: "fresh", PPM: -1, RequestState: "valid", KVState: "valid"}, false},
-		{"fresh without valid signal", scheduler.Pressure{Freshness: "fresh", RequestState: "missing", KVState: "missing"}, false},
-		{"fresh with invalid signal", scheduler.Pressure{Freshness: "fresh", RequestState: "valid", KVState: "invalid"}, false},
-		{"stale", scheduler.Pressure{Freshness: "stale", RequestState: "valid", KVState: "missing"}, true},
-		{"stale with PPM", scheduler.Pressure{Freshness: "stale", PPM: 5, RequestState: "valid", KVState: "missing"}, false},
-		{"stale with invalid signal", scheduler.Pressure{Freshness: "stale", RequestState: "valid", KVState: "invalid"}, false},
-		{"stale without valid signal", scheduler.Pressure{Freshness: "stale", RequestState: "missing", KVState: "missing"}, false},
-		{"failed with anything", scheduler.Pressure{Freshness: "failed", RequestState: "invalid", KVState: "valid"}, true},
-		{"failed with PPM", scheduler.Pressure{Freshness: "failed", PPM: 1, RequestState: "missing", KVState: "missing"}, false},
-		{"unknown with PPM", scheduler.Pressure{Freshness: "unknown", PPM: 1, RequestState: "missing", KVState: "missing"}, false},
-		{"unknown freshness string", scheduler.Pressure{Freshness: "warm", RequestState: "missing", KVState: "missing"}, false},
+		{"fresh request", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 2_000_000_000_000_000, RequestState: scheduler.SignalValid, KVState: scheduler.SignalMissing}, true},
+		{"fresh KV only", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 1_000_000, RequestState: scheduler.SignalMissing, KVState: scheduler.SignalValid}, true},
+		{"fresh KV only above 1e6", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 1_000_001, RequestState: scheduler.SignalMissing, KVState: scheduler.SignalValid}, false},
+		{"fresh above 2e15", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 2_000_000_000_000_001, RequestState: scheduler.SignalValid, KVState: scheduler.SignalValid}, false},
+		{"fresh negative PPM", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: -1, RequestState: scheduler.SignalValid, KVState: scheduler.SignalValid}, false},
+		{"fresh without valid signal", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, RequestState: scheduler.SignalMissing, KVState: scheduler.SignalMissing}, false},
+		{"fresh with invalid signal", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, RequestState: scheduler.SignalValid, KVState: scheduler.SignalInvalid}, false},
+		{"stale", scheduler.Pressure{Freshness: scheduler.FreshnessStale, RequestState: scheduler.SignalValid, KVState: scheduler.SignalMissing}, true},
+		{"stale with PPM", scheduler.Pressure{Freshness: scheduler.FreshnessStale, PPM: 5, RequestState: scheduler.SignalValid, KVState: scheduler.SignalMissing}, false},
+		{"stale with invalid signal", scheduler.Pressure{Freshness: scheduler.FreshnessStale, RequestState: scheduler.SignalValid, KVState: scheduler.SignalInvalid}, false},
+		{"stale without valid signal", scheduler.Pressure{Freshness: scheduler.FreshnessStale, RequestState: scheduler.SignalMissing, KVState: scheduler.SignalMissing}, false},
+		{"failed with anything", scheduler.Pressure{Freshness: scheduler.FreshnessFailed, RequestState: scheduler.SignalInvalid, KVState: scheduler.SignalValid}, true},
+		{"failed with PPM", scheduler.Pressure{Freshness: scheduler.FreshnessFailed, PPM: 1, RequestState: scheduler.SignalMissing, KVState: scheduler.SignalMissing}, false},
+		{"unknown with PPM", scheduler.Pressure{Freshness: scheduler.FreshnessUnknown, PPM: 1, RequestState: scheduler.SignalMissing, KVState: scheduler.SignalMissing}, false},
+		{"freshness outside the set", scheduler.Pressure{Freshness: scheduler.Freshness(9), RequestState: scheduler.SignalMissing, KVState: scheduler.SignalMissing}, false},
 		{"zero value", scheduler.Pressure{}, false},
-		{"unknown request state", scheduler.Pressure{Freshness: "unknown", RequestState: "", KVState: "missing"}, false},
-		{"unknown KV state", scheduler.Pressure{Freshness: "unknown", RequestState: "missing", KVState: "partial"}, false},
+		{"zero request state", scheduler.Pressure{Freshness: scheduler.FreshnessUnknown, RequestState: scheduler.SignalState(0), KVState: scheduler.SignalMissing}, false},
+		{"KV state outside the set", scheduler.Pressure{Freshness: scheduler.FreshnessUnknown, RequestState: scheduler.SignalMissing, KVState: scheduler.SignalState(4)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -208,6 +211,139 @@ func TestPressureValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want ErrInvalidPressure", err)
 			}
 		})
+	}
+}
+
+// TestPressureValidateExhaustive checks Validate on every combination of
+// class and signal states, including values outside each set, at the PPM
+// bounds, against the rules stated one by one.
+func TestPressureValidateExhaustive(t *testing.T) {
+	want := func(p scheduler.Pressure) bool {
+		states := []scheduler.SignalState{scheduler.SignalValid, scheduler.SignalMissing, scheduler.SignalInvalid}
+		if !slices.Contains(states, p.RequestState) || !slices.Contains(states, p.KVState) {
+			return false
+		}
+		anyInvalid := p.RequestState == scheduler.SignalInvalid || p.KVState == scheduler.SignalInvalid
+		anyValid := p.RequestState == scheduler.SignalValid || p.KVState == scheduler.SignalValid
+		switch p.Freshness {
+		case scheduler.FreshnessFresh:
+			limit := int64(scheduler.MaxKVPPM)
+			if p.RequestState == scheduler.SignalValid {
+				limit = scheduler.MaxRequestPPM
+			}
+			return !anyInvalid && anyValid && p.PPM >= 0 && p.PPM <= limit
+		case scheduler.FreshnessStale:
+			return !anyInvalid && anyValid && p.PPM == 0
+		case scheduler.FreshnessFailed, scheduler.FreshnessUnknown:
+			return p.PPM == 0
+		default:
+			return false
+		}
+	}
+	ppms := []int64{math.MinInt64, -1, 0, 1, scheduler.MaxKVPPM, scheduler.MaxKVPPM + 1,
+		scheduler.MaxRequestPPM, scheduler.MaxRequestPPM + 1, math.MaxInt64}
+	accepted := 0
+	for f := range 7 {
+		for r := range 6 {
+			for k := range 6 {
+				for _, ppm := range ppms {
+					p := scheduler.Pressure{Freshness: scheduler.Freshness(f), PPM: ppm,
+						RequestState: scheduler.SignalState(r), KVState: scheduler.SignalState(k)}
+					err := p.Validate()
+					if ok := want(p); ok != (err == nil) || (err != nil && err != scheduler.ErrInvalidPressure) {
+						t.Errorf("%+v: Validate() = %v, want valid %v", p, err, ok)
+					}
+					if err == nil {
+						accepted++
+					}
+				}
+			}
+		}
+	}
+	// fresh: request valid (3 KV states but invalid → 2) × 5 PPMs up to
+	// MaxRequestPPM, request missing with KV valid × 3 PPMs up to MaxKVPPM;
+	// stale: 3 usable state pairs × PPM 0; failed and unknown: 9 pairs × PPM 0.
+	if want := 2*5 + 3 + 3 + 2*9; accepted != want {
+		t.Errorf("%d pressures accepted, want %d", accepted, want)
+	}
+}
+
+// TestTextForms checks that the classes and states read and write as their
+// names, and that values outside the sets are refused both ways.
+func TestTextForms(t *testing.T) {
+	for name, f := range map[string]scheduler.Freshness{"fresh": scheduler.FreshnessFresh,
+		"stale": scheduler.FreshnessStale, "failed": scheduler.FreshnessFailed, "unknown": scheduler.FreshnessUnknown} {
+		if f.String() != name {
+			t.Errorf("String() = %q, want %q", f.String(), name)
+		}
+		text, err := f.MarshalText()
+		if err != nil || string(text) != name {
+			t.Errorf("MarshalText() = %q, %v; want %q", text, err, name)
+		}
+		var back scheduler.Freshness
+		if err := back.UnmarshalText([]byte(name)); err != nil || back != f {
+			t.Errorf("UnmarshalText(%q) = %v, %v", name, back, err)
+		}
+		if got, err := scheduler.ParseFreshness(name); err != nil || got != f {
+			t.Errorf("ParseFreshness(%q) = %v, %v", name, got, err)
+		}
+	}
+	for name, s := range map[string]scheduler.SignalState{"valid": scheduler.SignalValid,
+		"missing": scheduler.SignalMissing, "invalid": scheduler.SignalInvalid} {
+		text, err := s.MarshalText()
+		if s.String() != name || err != nil || string(text) != name {
+			t.Errorf("%d: String() = %q, MarshalText() = %q, %v; want %q", s, s.String(), text, err, name)
+		}
+		var back scheduler.SignalState
+		if err := back.UnmarshalText([]byte(name)); err != nil || back != s {
+			t.Errorf("UnmarshalText(%q) = %v, %v", name, back, err)
+		}
+	}
+
+	for _, f := range []scheduler.Freshness{0, scheduler.FreshnessUnknown + 1, 255} {
+		if _, err := f.MarshalText(); err != scheduler.ErrInvalidPressure {
+			t.Errorf("Freshness(%d).MarshalText() error = %v, want ErrInvalidPressure", f, err)
+		}
+		if want := fmt.Sprintf("Freshness(%d)", f); f.String() != want {
+			t.Errorf("String() = %q, want %q", f.String(), want)
+		}
+	}
+	for _, s := range []scheduler.SignalState{0, scheduler.SignalInvalid + 1} {
+		if _, err := s.MarshalText(); err != scheduler.ErrInvalidPressure {
+			t.Errorf("SignalState(%d).MarshalText() error = %v, want ErrInvalidPressure", s, err)
+		}
+		if want := fmt.Sprintf("SignalState(%d)", s); s.String() != want {
+			t.Errorf("String() = %q, want %q", s.String(), want)
+		}
+	}
+	for _, text := range []string{"", "Fresh", "warm", "fresh ", "valid"} {
+		f := scheduler.FreshnessStale
+		if err := f.UnmarshalText([]byte(text)); err != scheduler.ErrInvalidPressure || f != scheduler.FreshnessStale {
+			t.Errorf("Freshness.UnmarshalText(%q) = %v, left %v; want ErrInvalidPressure, unchanged", text, err, f)
+		}
+		if _, err := scheduler.ParseFreshness(text); err != scheduler.ErrInvalidPressure {
+			t.Errorf("ParseFreshness(%q) error = %v, want ErrInvalidPressure", text, err)
+		}
+	}
+	for _, text := range []string{"", "Valid", "fresh", "partial"} {
+		s := scheduler.SignalMissing
+		if err := s.UnmarshalText([]byte(text)); err != scheduler.ErrInvalidPressure || s != scheduler.SignalMissing {
+			t.Errorf("SignalState.UnmarshalText(%q) = %v, left %v; want ErrInvalidPressure, unchanged", text, err, s)
+		}
+	}
+
+	// In JSON a pressure reads and writes its class and states by name.
+	p := scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 7, RequestState: scheduler.SignalValid, KVState: scheduler.SignalMissing}
+	b, err := json.Marshal(p)
+	if want := `{"Freshness":"fresh","PPM":7,"RequestState":"valid","KVState":"missing"}`; err != nil || string(b) != want {
+		t.Fatalf("json.Marshal = %s, %v; want %s", b, err, want)
+	}
+	var back scheduler.Pressure
+	if err := json.Unmarshal(b, &back); err != nil || back != p {
+		t.Fatalf("json.Unmarshal = %+v, %v; want %+v", back, err, p)
+	}
+	if _, err := json.Marshal(scheduler.Pressure{}); err == nil {
+		t.Fatal("json.Marshal of the zero Pressure succeeded; its class is outside the set")
 	}
 }
 

@@ -1,6 +1,9 @@
 package scheduler
 
-import "slices"
+import (
+	"math/bits"
+	"slices"
+)
 
 // Candidate is one member offered to Rank: its reservation count and ceiling
 // at this instant, whether the admission owner found it eligible (configured,
@@ -55,10 +58,17 @@ func Rank(membership []string, cursor int, candidates []Candidate) (Decision, er
 		return Decision{}, ErrInvalidCandidates
 	}
 
-	// Validate every candidate before ranking any, and note the position of
-	// each in the membership. A bit set of positions proves uniqueness.
-	var seen uint32
-	var positions [MaxMembers]int
+	// One pass validates every candidate and inserts the key of each one that
+	// can be ranked into a sorted array on the stack (at most 16 rows, so an
+	// insertion sort of pointer-free keys). An invalid candidate anywhere
+	// discards the work. The tuple ends in the rotating rank, distinct for
+	// every member, so the order is total and independent of the input order.
+	// A bit set of membership positions proves the candidates unique and
+	// names the eligible members.
+	var seen, eligible uint32
+	var keys [MaxMembers]rankKey
+	var order [MaxMembers]uint8 // order[j] is the candidate of row j.
+	m := 0
 	for i := range candidates {
 		c := &candidates[i]
 		pos := memberIndex(membership, i, c.MemberID)
@@ -66,69 +76,50 @@ func Rank(membership []string, cursor int, candidates []Candidate) (Decision, er
 			return Decision{}, ErrInvalidCandidates
 		}
 		seen |= 1 << pos
-		positions[i] = pos
 		if c.Active < 0 || c.Active > MaxActive || c.Capacity < MinCapacity || c.Capacity > MaxCapacity {
 			return Decision{}, ErrInvalidCandidate
 		}
 		if err := c.Pressure.Validate(); err != nil {
 			return Decision{}, err
 		}
-	}
-
-	// Sort pointer-free keys on the stack with an insertion sort (at most 16
-	// rows), then write the rows out once. The tuple ends in the rotating
-	// rank, distinct for every member, so the order is total and independent
-	// of the input order.
-	type row struct {
-		key  rankKey
-		cand int
-	}
-	var rows [MaxMembers]row
-	var eligiblePositions uint32
-	m := 0
-	for i := range candidates {
-		c := &candidates[i]
 		if !c.Eligible || c.Active >= c.Capacity {
 			continue
 		}
-		eligiblePositions |= 1 << positions[i]
+		eligible |= 1 << pos
 		// A validated pressure has PPM zero unless fresh.
-		unknown := c.Pressure.Freshness != FreshnessFresh
-		r := row{cand: i, key: newRankKey(c.Active, c.Capacity, unknown, c.Pressure.PPM, (positions[i]-cursor+n)%n)}
+		key := newRankKey(c.Active, c.Capacity, c.Pressure.Freshness != FreshnessFresh, c.Pressure.PPM, (pos-cursor+n)%n)
 		j := m
-		for ; j > 0 && r.key.compare(rows[j-1].key) < 0; j-- {
-			rows[j] = rows[j-1]
+		for ; j > 0 && key.compare(keys[j-1]) < 0; j-- {
+			keys[j], order[j] = keys[j-1], order[j-1]
 		}
-		rows[j] = r
+		keys[j], order[j] = key, uint8(i)
 		m++
 	}
 	if m == 0 {
 		return Decision{Reason: ReasonNoEligibleMember, EligibleIDs: []string{}, Scores: []Score{}}, nil
 	}
 
-	scores := make([]Score, m)
-	for j, r := range rows[:m] {
-		c := &candidates[r.cand]
-		fresh := c.Pressure.Freshness == FreshnessFresh
-		scores[j] = Score{
-			MemberID:          c.MemberID,
-			LocalActive:       c.Active,
-			LocalCapacity:     c.Capacity,
-			UpstreamFreshness: c.Pressure.Freshness,
-			UpstreamUnknown:   !fresh,
-			RotatingRank:      int(r.key.tie & (MaxMembers - 1)),
-		}
-		if fresh {
-			scores[j].UpstreamPPM = c.Pressure.PPM
-		}
+	// The rows are written field by field into freshly zeroed memory, which
+	// costs the garbage collector one barrier per string instead of a copy of
+	// every row.
+	scores, ids := newRows(m)
+	for j := range scores {
+		c := &candidates[order[j]]
+		s := &scores[j]
+		s.MemberID = c.MemberID
+		s.LocalActive = c.Active
+		s.LocalCapacity = c.Capacity
+		s.UpstreamFreshness = c.Pressure.Freshness
+		s.UpstreamUnknown = c.Pressure.Freshness != FreshnessFresh
+		s.UpstreamPPM = c.Pressure.PPM // zero unless fresh.
+		s.RotatingRank = int(keys[j].tie & (MaxMembers - 1))
 	}
 	// The membership is sorted, so eligible positions in ascending order are
 	// the eligible ids in sorted order.
-	ids := make([]string, 0, m)
-	for pos := range membership {
-		if eligiblePositions&(1<<pos) != 0 {
-			ids = append(ids, membership[pos])
-		}
+	for k := range ids {
+		pos := bits.TrailingZeros32(eligible)
+		ids[k] = membership[pos]
+		eligible &^= 1 << pos
 	}
 	return Decision{
 		SelectedMemberID: scores[0].MemberID,
@@ -149,4 +140,38 @@ func memberIndex(membership []string, hint int, id string) int {
 		return pos
 	}
 	return -1
+}
+
+// newRows returns the score rows and eligible ids of a decision with m rows,
+// 1 ≤ m ≤ MaxMembers, both zeroed and of capacity m, carved from one
+// allocation: a decision is built on every admission, and one allocation
+// costs less than two. The backing arrays come in four lengths, so at most
+// the rows a length rounds up to are wasted.
+func newRows(m int) ([]Score, []string) {
+	switch {
+	case m <= 2:
+		b := new(struct {
+			scores [2]Score
+			ids    [2]string
+		})
+		return b.scores[:m:m], b.ids[:m:m]
+	case m <= 4:
+		b := new(struct {
+			scores [4]Score
+			ids    [4]string
+		})
+		return b.scores[:m:m], b.ids[:m:m]
+	case m <= 8:
+		b := new(struct {
+			scores [8]Score
+			ids    [8]string
+		})
+		return b.scores[:m:m], b.ids[:m:m]
+	default:
+		b := new(struct {
+			scores [MaxMembers]Score
+			ids    [MaxMembers]string
+		})
+		return b.scores[:m:m], b.ids[:m:m]
+	}
 }

@@ -156,9 +156,9 @@ func TestRankScoreRows(t *testing.T) {
 		Reason:           scheduler.ReasonSelected,
 		EligibleIDs:      []string{"a", "b", "c"},
 		Scores: []scheduler.Score{
-			{MemberID: "b", LocalActive: 0, LocalCapacity: 4, UpstreamFreshness: "fresh", UpstreamPPM: 456, RotatingRank: 0},
-			{MemberID: "c", LocalActive: 0, LocalCapacity: 4, UpstreamFreshness: "stale", UpstreamUnknown: true, RotatingRank: 1},
-			{MemberID: "a", LocalActive: 3, LocalCapacity: 4, UpstreamFreshness: "fresh", UpstreamPPM: 123, RotatingRank: 2},
+			{MemberID: "b", LocalActive: 0, LocalCapacity: 4, UpstreamFreshness: scheduler.FreshnessFresh, UpstreamPPM: 456, RotatingRank: 0},
+			{MemberID: "c", LocalActive: 0, LocalCapacity: 4, UpstreamFreshness: scheduler.FreshnessStale, UpstreamUnknown: true, RotatingRank: 1},
+			{MemberID: "a", LocalActive: 3, LocalCapacity: 4, UpstreamFreshness: scheduler.FreshnessFresh, UpstreamPPM: 123, RotatingRank: 2},
 		},
 	}
 	if !reflect.DeepEqual(d, want) {
@@ -343,7 +343,7 @@ func TestRankInvalidInput(t *testing.T) {
 		{"zero capacity", ab, 0, with(func(x *scheduler.Candidate) { x.Capacity = 0 }), scheduler.ErrInvalidCandidate},
 		{"capacity above bound", ab, 0, with(func(x *scheduler.Candidate) { x.Capacity = 100_001 }), scheduler.ErrInvalidCandidate},
 		{"fresh with negative ppm", ab, 0, with(func(x *scheduler.Candidate) { x.Pressure = fresh(-1) }), scheduler.ErrInvalidPressure},
-		{"unknown freshness string", ab, 0, with(func(x *scheduler.Candidate) { x.Pressure.Freshness = "lukewarm" }), scheduler.ErrInvalidPressure},
+		{"freshness outside the set", ab, 0, with(func(x *scheduler.Candidate) { x.Pressure.Freshness = scheduler.Freshness(5) }), scheduler.ErrInvalidPressure},
 		{"ineligible invalid candidate still refuses", ab, 0, with(func(x *scheduler.Candidate) { x.Eligible = false; x.Capacity = 0 }), scheduler.ErrInvalidCandidate},
 	}
 	for _, tt := range tests {
@@ -408,7 +408,7 @@ func TestDecisionJSON(t *testing.T) {
 		t.Fatalf("round trip = %+v, want %+v", back, d)
 	}
 	// A non-fresh score never serializes a PPM, even one set by mistake.
-	s, _ := json.Marshal(scheduler.Score{MemberID: "a", UpstreamFreshness: "stale", UpstreamPPM: 9, UpstreamUnknown: true})
+	s, _ := json.Marshal(scheduler.Score{MemberID: "a", UpstreamFreshness: scheduler.FreshnessStale, UpstreamPPM: 9, UpstreamUnknown: true})
 	if !strings.Contains(string(s), `"upstream_ppm":null`) {
 		t.Errorf("stale score JSON = %s, want upstream_ppm null", s)
 	}
@@ -446,7 +446,7 @@ func TestDecisionValidate(t *testing.T) {
 		{"capacity out of range", func(d *scheduler.Decision) { d.Scores[2].LocalCapacity = 100_001 }},
 		{"unknown flag disagrees with freshness", func(d *scheduler.Decision) { d.Scores[1].UpstreamUnknown = false }},
 		{"ppm on non-fresh", func(d *scheduler.Decision) { d.Scores[1].UpstreamPPM = 1 }},
-		{"unknown freshness", func(d *scheduler.Decision) { d.Scores[1].UpstreamFreshness = "warm" }},
+		{"freshness outside the set", func(d *scheduler.Decision) { d.Scores[1].UpstreamFreshness = scheduler.Freshness(0) }},
 		{"unsafe member id", func(d *scheduler.Decision) { d.Scores[0].MemberID = "C" }},
 		{"one member in two rows", func(d *scheduler.Decision) { d.Scores[2].MemberID = d.Scores[1].MemberID }},
 	}

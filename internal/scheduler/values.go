@@ -1,36 +1,135 @@
 package scheduler
 
-// Freshness classifies how trustworthy an upstream pressure sample is.
-type Freshness string
+import "strconv"
+
+// Freshness classifies how trustworthy an upstream pressure sample is. It is
+// a small integer so that a Pressure holds no pointer and compares in one
+// instruction; its text form (String, MarshalText) is the class name. The zero
+// value is not a class.
+type Freshness uint8
 
 // The closed set of Freshness values. Every class other than FreshnessFresh
 // ranks as upstream unknown.
 const (
 	// FreshnessFresh is a successful sample at most MaxSampleAge old with at
 	// least one valid signal.
-	FreshnessFresh Freshness = "fresh"
+	FreshnessFresh Freshness = iota + 1
 	// FreshnessStale is a successful, valid sample older than MaxSampleAge.
-	FreshnessStale Freshness = "stale"
+	FreshnessStale
 	// FreshnessFailed is a sample whose collection did not succeed.
-	FreshnessFailed Freshness = "failed"
+	FreshnessFailed
 	// FreshnessUnknown is a sample with no valid signal, a malformed signal or
 	// unusable observation times, and the state of a member never sampled.
-	FreshnessUnknown Freshness = "unknown"
+	FreshnessUnknown
 )
 
-// SignalState says whether one pressure signal contributed to a sample.
-type SignalState string
+// freshnessNames are the text forms of the Freshness classes.
+var freshnessNames = [...]string{
+	FreshnessFresh:   "fresh",
+	FreshnessStale:   "stale",
+	FreshnessFailed:  "failed",
+	FreshnessUnknown: "unknown",
+}
+
+// Valid reports whether f is one of the closed set of classes.
+func (f Freshness) Valid() bool { return f >= FreshnessFresh && f <= FreshnessUnknown }
+
+// String returns the class name: fresh, stale, failed or unknown, and
+// "Freshness(n)" for a value outside the set.
+func (f Freshness) String() string {
+	if !f.Valid() {
+		return "Freshness(" + strconv.Itoa(int(f)) + ")"
+	}
+	return freshnessNames[f]
+}
+
+// MarshalText returns the class name. It returns ErrInvalidPressure for a
+// value outside the set, so no evidence ever carries a class that does not
+// exist.
+func (f Freshness) MarshalText() ([]byte, error) {
+	if !f.Valid() {
+		return nil, ErrInvalidPressure
+	}
+	return []byte(freshnessNames[f]), nil
+}
+
+// UnmarshalText sets f from a class name. Any other text returns
+// ErrInvalidPressure and leaves f unchanged.
+func (f *Freshness) UnmarshalText(text []byte) error {
+	v, err := ParseFreshness(string(text))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}
+
+// ParseFreshness returns the class named s, or ErrInvalidPressure when s
+// names none.
+func ParseFreshness(s string) (Freshness, error) {
+	for f := FreshnessFresh; f <= FreshnessUnknown; f++ {
+		if freshnessNames[f] == s {
+			return f, nil
+		}
+	}
+	return 0, ErrInvalidPressure
+}
+
+// SignalState says whether one pressure signal contributed to a sample. Like
+// Freshness it is a small integer whose text form is the state name, and its
+// zero value is not a state.
+type SignalState uint8
 
 // The closed set of SignalState values.
 const (
 	// SignalValid means the signal was supplied and within bounds.
-	SignalValid SignalState = "valid"
+	SignalValid SignalState = iota + 1
 	// SignalMissing means the signal was not supplied (or only half of the
 	// running/waiting pair was).
-	SignalMissing SignalState = "missing"
+	SignalMissing
 	// SignalInvalid means the signal was supplied but malformed.
-	SignalInvalid SignalState = "invalid"
+	SignalInvalid
 )
+
+// signalStateNames are the text forms of the SignalState values.
+var signalStateNames = [...]string{
+	SignalValid:   "valid",
+	SignalMissing: "missing",
+	SignalInvalid: "invalid",
+}
+
+// Valid reports whether s is one of the closed set of signal states.
+func (s SignalState) Valid() bool { return s >= SignalValid && s <= SignalInvalid }
+
+// String returns the state name: valid, missing or invalid, and
+// "SignalState(n)" for a value outside the set.
+func (s SignalState) String() string {
+	if !s.Valid() {
+		return "SignalState(" + strconv.Itoa(int(s)) + ")"
+	}
+	return signalStateNames[s]
+}
+
+// MarshalText returns the state name, or ErrInvalidPressure for a value
+// outside the set.
+func (s SignalState) MarshalText() ([]byte, error) {
+	if !s.Valid() {
+		return nil, ErrInvalidPressure
+	}
+	return []byte(signalStateNames[s]), nil
+}
+
+// UnmarshalText sets s from a state name. Any other text returns
+// ErrInvalidPressure and leaves s unchanged.
+func (s *SignalState) UnmarshalText(text []byte) error {
+	for v := SignalValid; v <= SignalInvalid; v++ {
+		if signalStateNames[v] == string(text) {
+			*s = v
+			return nil
+		}
+	}
+	return ErrInvalidPressure
+}
 
 // Telemetry is one engine sample as scraped, before normalization. A nil field
 // is a signal the engine did not report.
@@ -67,37 +166,50 @@ func UnknownPressure() Pressure {
 // outside 0..MaxRequestPPM (0..MaxKVPPM when only the KV signal is valid);
 // when a stale pressure has an invalid signal or no valid signal; and when a
 // pressure that is not fresh carries a PPM.
+//
+// Every admission validates every member's pressure twice (admission checks
+// its inputs, Rank its candidates), so the rules are applied once, to the 36
+// combinations of class and states, and Validate is a table lookup.
 func (p Pressure) Validate() error {
-	if !p.RequestState.valid() || !p.KVState.valid() {
+	if p.Freshness > FreshnessUnknown || p.RequestState > SignalInvalid || p.KVState > SignalInvalid {
 		return ErrInvalidPressure
 	}
-	signalsUsable := p.RequestState != SignalInvalid && p.KVState != SignalInvalid &&
-		(p.RequestState == SignalValid || p.KVState == SignalValid)
-	switch p.Freshness {
-	case FreshnessFresh:
-		limit := int64(MaxRequestPPM)
-		if p.RequestState != SignalValid {
-			limit = MaxKVPPM
-		}
-		if !signalsUsable || p.PPM < 0 || p.PPM > limit {
-			return ErrInvalidPressure
-		}
-		return nil
-	case FreshnessStale:
-		if !signalsUsable {
-			return ErrInvalidPressure
-		}
-	case FreshnessFailed, FreshnessUnknown:
-	default:
-		return ErrInvalidPressure
-	}
-	if p.PPM != 0 {
+	if limit := ppmLimits[p.Freshness][p.RequestState][p.KVState]; p.PPM < 0 || p.PPM > limit {
 		return ErrInvalidPressure
 	}
 	return nil
 }
 
-// valid reports whether s is one of the closed set of signal states.
-func (s SignalState) valid() bool {
-	return s == SignalValid || s == SignalMissing || s == SignalInvalid
+// ppmLimits[f][r][k] is the largest PPM a pressure of class f with request
+// signal state r and KV signal state k may carry: 0 when it must carry none,
+// and -1 when no valid pressure has that combination (including the zero
+// value of each field, which is outside its set).
+var ppmLimits = func() (limits [FreshnessUnknown + 1][SignalInvalid + 1][SignalInvalid + 1]int64) {
+	for f := range limits {
+		for r := range limits[f] {
+			for k := range limits[f][r] {
+				limits[f][r][k] = ppmLimit(Freshness(f), SignalState(r), SignalState(k))
+			}
+		}
+	}
+	return limits
+}()
+
+// ppmLimit applies the rules of Validate to one combination of class and
+// signal states; see ppmLimits.
+func ppmLimit(f Freshness, r, k SignalState) int64 {
+	if !f.Valid() || !r.Valid() || !k.Valid() {
+		return -1
+	}
+	usable := r != SignalInvalid && k != SignalInvalid && (r == SignalValid || k == SignalValid)
+	switch {
+	case f == FreshnessFresh && !usable, f == FreshnessStale && !usable:
+		return -1
+	case f == FreshnessFresh && r == SignalValid:
+		return MaxRequestPPM
+	case f == FreshnessFresh:
+		return MaxKVPPM
+	default:
+		return 0
+	}
 }

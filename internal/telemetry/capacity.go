@@ -144,15 +144,15 @@ func (c *CapacityCollector) collectMember(ch chan<- prometheus.Metric, tier stri
 	if p := m.Pressure; p != nil {
 		known := false
 		for _, f := range freshnessClasses {
-			known = known || p.Freshness == string(f)
+			known = known || p.Freshness == f.String()
 		}
 		if known {
 			for _, f := range freshnessClasses {
 				ch <- prometheus.MustNewConstMetric(c.memberFreshness, prometheus.GaugeValue,
-					boolValue(p.Freshness == string(f)), tier, m.ID, string(f))
+					boolValue(p.Freshness == f.String()), tier, m.ID, f.String())
 			}
 		}
-		if p.PPM != nil && p.Freshness == string(scheduler.FreshnessFresh) {
+		if p.PPM != nil && p.Freshness == scheduler.FreshnessFresh.String() {
 			ch <- prometheus.MustNewConstMetric(c.memberPPM, prometheus.GaugeValue, float64(*p.PPM), tier, m.ID)
 		}
 	}

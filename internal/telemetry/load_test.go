@@ -186,7 +186,7 @@ func checkAgrees(t *testing.T, g *loadRig) {
 			}
 			if p := m.Pressure; p != nil {
 				for _, f := range freshnessClasses {
-					want[nameMemberFreshness+"{freshness="+string(f)+",member="+m.ID+",tier="+tc.Tier+"}"] = boolValue(p.Freshness == string(f))
+					want[nameMemberFreshness+"{freshness="+f.String()+",member="+m.ID+",tier="+tc.Tier+"}"] = boolValue(p.Freshness == f.String())
 				}
 				if p.PPM != nil {
 					want[nameMemberPPM+key] = float64(*p.PPM)
