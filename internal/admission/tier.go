@@ -200,7 +200,9 @@ func (t *Tier) rankLocked(v *membership, ready *[MaxMembers]bool, pressure *[Max
 	if d.Reason != scheduler.ReasonSelected {
 		return nil, refusal(open)
 	}
-	i, _ := slices.BinarySearch(v.ids, d.SelectedMemberID)
+	// The winner's rotating rank is its position in the membership less the
+	// cursor, mod N.
+	i := (d.Scores[0].RotatingRank + t.cursor) % len(t.members)
 	l := &Lease{tier: t, member: t.members[i], decision: d, capacity: true}
 	t.reserveLocked(i)
 	return l, nil

@@ -89,6 +89,13 @@ type Decision struct {
 
 // Clone returns a copy of d that shares no slice with it.
 func (d Decision) Clone() Decision {
+	if m := len(d.Scores); m == len(d.EligibleIDs) && m >= 1 && m <= MaxMembers {
+		scores, ids := newRows(m)
+		copy(scores, d.Scores)
+		copy(ids, d.EligibleIDs)
+		d.Scores, d.EligibleIDs = scores, ids
+		return d
+	}
 	d.EligibleIDs = append(make([]string, 0, len(d.EligibleIDs)), d.EligibleIDs...)
 	d.Scores = append(make([]Score, 0, len(d.Scores)), d.Scores...)
 	return d

@@ -71,7 +71,12 @@ func Rank(membership []string, cursor int, candidates []Candidate) (Decision, er
 	m := 0
 	for i := range candidates {
 		c := &candidates[i]
-		pos := memberIndex(membership, i, c.MemberID)
+		// Candidates usually arrive in membership order, so the position
+		// of the candidate in the list is tried before a search.
+		pos := i
+		if i >= n || membership[i] != c.MemberID {
+			pos = memberIndex(membership, c.MemberID)
+		}
 		if pos < 0 || seen&(1<<pos) != 0 {
 			return Decision{}, ErrInvalidCandidates
 		}
@@ -130,12 +135,7 @@ func Rank(membership []string, cursor int, candidates []Candidate) (Decision, er
 }
 
 // memberIndex returns the position of id in the sorted membership, or -1.
-// Candidates usually arrive in membership order, so position hint is tried
-// before a binary search.
-func memberIndex(membership []string, hint int, id string) int {
-	if hint < len(membership) && membership[hint] == id {
-		return hint
-	}
+func memberIndex(membership []string, id string) int {
 	if pos, found := slices.BinarySearch(membership, id); found {
 		return pos
 	}

@@ -383,6 +383,37 @@ func TestRankDoesNotShare(t *testing.T) {
 	if !reflect.DeepEqual(d, want) {
 		t.Fatalf("decision changed through its clone: %+v", d)
 	}
+
+	// The rows and ids of a decision share one allocation; each is full to
+	// its capacity, so appending to one never writes into the other, for
+	// every row count (the allocation rounds 3, 5..7 and 9..15 rows up).
+	for m := 2; m <= scheduler.MaxMembers; m++ {
+		ids := memberIDs(m)
+		cands := make([]scheduler.Candidate, m)
+		for i, id := range ids {
+			cands[i] = c(id, 0, 2, fresh(int64(i)))
+		}
+		d, err := scheduler.Rank(ids, 0, cands)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []scheduler.Decision{d, d.Clone()} {
+			want := d.Clone()
+			if cap(d.Scores) != m || cap(d.EligibleIDs) != m {
+				t.Fatalf("%d rows: capacities %d and %d, want %d", m, cap(d.Scores), cap(d.EligibleIDs), m)
+			}
+			_ = append(d.Scores, scheduler.Score{MemberID: "appended"})
+			_ = append(d.EligibleIDs, "appended")
+			if !reflect.DeepEqual(d, want) {
+				t.Fatalf("%d rows: appending changed the decision: %+v", m, d)
+			}
+		}
+	}
+	// A decision built by hand with inconsistent lengths still clones.
+	odd := scheduler.Decision{EligibleIDs: []string{"a"}, Scores: []scheduler.Score{{MemberID: "a"}, {MemberID: "b"}}}
+	if got := odd.Clone(); !reflect.DeepEqual(got, odd) || &got.Scores[0] == &odd.Scores[0] {
+		t.Fatalf("Clone() = %+v, want an unshared copy of %+v", got, odd)
+	}
 }
 
 func TestDecisionJSON(t *testing.T) {
