@@ -36,44 +36,22 @@ func (f Freshness) Valid() bool { return f >= FreshnessFresh && f <= FreshnessUn
 
 // String returns the class name: fresh, stale, failed or unknown, and
 // "Freshness(n)" for a value outside the set.
-func (f Freshness) String() string {
-	if !f.Valid() {
-		return "Freshness(" + strconv.Itoa(int(f)) + ")"
-	}
-	return freshnessNames[f]
-}
+func (f Freshness) String() string { return nameOf(freshnessNames[:], "Freshness", f) }
 
 // MarshalText returns the class name. It returns ErrInvalidPressure for a
 // value outside the set, so no evidence ever carries a class that does not
 // exist.
-func (f Freshness) MarshalText() ([]byte, error) {
-	if !f.Valid() {
-		return nil, ErrInvalidPressure
-	}
-	return []byte(freshnessNames[f]), nil
-}
+func (f Freshness) MarshalText() ([]byte, error) { return marshalName(freshnessNames[:], f) }
 
 // UnmarshalText sets f from a class name. Any other text returns
 // ErrInvalidPressure and leaves f unchanged.
 func (f *Freshness) UnmarshalText(text []byte) error {
-	v, err := ParseFreshness(string(text))
-	if err != nil {
-		return err
-	}
-	*f = v
-	return nil
+	return unmarshalName(freshnessNames[:], text, f)
 }
 
 // ParseFreshness returns the class named s, or ErrInvalidPressure when s
 // names none.
-func ParseFreshness(s string) (Freshness, error) {
-	for f := FreshnessFresh; f <= FreshnessUnknown; f++ {
-		if freshnessNames[f] == s {
-			return f, nil
-		}
-	}
-	return 0, ErrInvalidPressure
-}
+func ParseFreshness(s string) (Freshness, error) { return parseName[Freshness](freshnessNames[:], s) }
 
 // SignalState says whether one pressure signal contributed to a sample. Like
 // Freshness it is a small integer whose text form is the state name, and its
@@ -103,32 +81,58 @@ func (s SignalState) Valid() bool { return s >= SignalValid && s <= SignalInvali
 
 // String returns the state name: valid, missing or invalid, and
 // "SignalState(n)" for a value outside the set.
-func (s SignalState) String() string {
-	if !s.Valid() {
-		return "SignalState(" + strconv.Itoa(int(s)) + ")"
-	}
-	return signalStateNames[s]
-}
+func (s SignalState) String() string { return nameOf(signalStateNames[:], "SignalState", s) }
 
 // MarshalText returns the state name, or ErrInvalidPressure for a value
 // outside the set.
-func (s SignalState) MarshalText() ([]byte, error) {
-	if !s.Valid() {
-		return nil, ErrInvalidPressure
-	}
-	return []byte(signalStateNames[s]), nil
-}
+func (s SignalState) MarshalText() ([]byte, error) { return marshalName(signalStateNames[:], s) }
 
 // UnmarshalText sets s from a state name. Any other text returns
 // ErrInvalidPressure and leaves s unchanged.
 func (s *SignalState) UnmarshalText(text []byte) error {
-	for v := SignalValid; v <= SignalInvalid; v++ {
-		if signalStateNames[v] == string(text) {
-			*s = v
-			return nil
+	return unmarshalName(signalStateNames[:], text, s)
+}
+
+// The text forms of Freshness and SignalState: names[v] is the name of value
+// v, and names[0], the zero value's, is empty because the zero value is in
+// neither set.
+
+// nameOf returns the name of v, or kind(v) when v has none.
+func nameOf[T ~uint8](names []string, kind string, v T) string {
+	if v == 0 || int(v) >= len(names) {
+		return kind + "(" + strconv.Itoa(int(v)) + ")"
+	}
+	return names[v]
+}
+
+// marshalName returns the name of v, or ErrInvalidPressure when v has none.
+func marshalName[T ~uint8](names []string, v T) ([]byte, error) {
+	if v == 0 || int(v) >= len(names) {
+		return nil, ErrInvalidPressure
+	}
+	return []byte(names[v]), nil
+}
+
+// parseName returns the value named s, or ErrInvalidPressure when s names
+// none.
+func parseName[T ~uint8](names []string, s string) (T, error) {
+	for v := 1; v < len(names); v++ {
+		if names[v] == s {
+			return T(v), nil
 		}
 	}
-	return ErrInvalidPressure
+	return 0, ErrInvalidPressure
+}
+
+// unmarshalName sets *v to the value named text; any other text returns
+// ErrInvalidPressure and leaves *v unchanged.
+func unmarshalName[T ~uint8](names []string, text []byte, v *T) error {
+	parsed, err := parseName[T](names, string(text))
+	if err != nil {
+		return err
+	}
+	*v = parsed
+	return nil
 }
 
 // Telemetry is one engine sample as scraped, before normalization. A nil field
