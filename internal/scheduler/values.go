@@ -32,7 +32,7 @@ var freshnessNames = [...]string{
 }
 
 // Valid reports whether f is one of the closed set of classes.
-func (f Freshness) Valid() bool { return f >= FreshnessFresh && f <= FreshnessUnknown }
+func (f Freshness) Valid() bool { return named(freshnessNames[:], f) }
 
 // String returns the class name: fresh, stale, failed or unknown, and
 // "Freshness(n)" for a value outside the set.
@@ -77,7 +77,7 @@ var signalStateNames = [...]string{
 }
 
 // Valid reports whether s is one of the closed set of signal states.
-func (s SignalState) Valid() bool { return s >= SignalValid && s <= SignalInvalid }
+func (s SignalState) Valid() bool { return named(signalStateNames[:], s) }
 
 // String returns the state name: valid, missing or invalid, and
 // "SignalState(n)" for a value outside the set.
@@ -97,9 +97,12 @@ func (s *SignalState) UnmarshalText(text []byte) error {
 // v, and names[0], the zero value's, is empty because the zero value is in
 // neither set.
 
+// named reports whether v has a name.
+func named[T ~uint8](names []string, v T) bool { return v != 0 && int(v) < len(names) }
+
 // nameOf returns the name of v, or kind(v) when v has none.
 func nameOf[T ~uint8](names []string, kind string, v T) string {
-	if v == 0 || int(v) >= len(names) {
+	if !named(names, v) {
 		return kind + "(" + strconv.Itoa(int(v)) + ")"
 	}
 	return names[v]
@@ -107,7 +110,7 @@ func nameOf[T ~uint8](names []string, kind string, v T) string {
 
 // marshalName returns the name of v, or ErrInvalidPressure when v has none.
 func marshalName[T ~uint8](names []string, v T) ([]byte, error) {
-	if v == 0 || int(v) >= len(names) {
+	if !named(names, v) {
 		return nil, ErrInvalidPressure
 	}
 	return []byte(names[v]), nil
