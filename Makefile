@@ -19,7 +19,8 @@ FUZZ_TARGETS := \
 	./internal/scheduler:FuzzRank \
 	./internal/scheduler:FuzzNormalize \
 	./internal/scheduler:FuzzMalformedRank \
-	./internal/pressure:FuzzParse
+	./internal/pressure:FuzzParse \
+	./internal/router:FuzzRewriteModel
 
 .PHONY: all
 all: build

@@ -47,3 +47,12 @@ func (s *ReplicaTierSpec) EffectiveStrategy() Strategy {
 	}
 	return s.Strategy
 }
+
+// EffectiveUpstreamModel is the model name policy a tier runs:
+// ServedModel unless the tier asks for Alias.
+func (s *ReplicaTierSpec) EffectiveUpstreamModel() UpstreamModel {
+	if s.UpstreamModel == "" {
+		return UpstreamModelServedModel
+	}
+	return s.UpstreamModel
+}

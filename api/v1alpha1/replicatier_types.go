@@ -32,6 +32,21 @@ const (
 	StrategyCapacity Strategy = "Capacity"
 )
 
+// UpstreamModel selects the model name the router sends to a member in the
+// request body's top-level "model" member.
+// +kubebuilder:validation:Enum=ServedModel;Alias
+type UpstreamModel string
+
+const (
+	// UpstreamModelServedModel replaces the caller's alias with the tier's
+	// servedModel, the one name every member serves. It is what a tier
+	// without upstreamModel does.
+	UpstreamModelServedModel UpstreamModel = "ServedModel"
+	// UpstreamModelAlias forwards the alias the caller sent, for engines that
+	// serve every alias as an extra served model name.
+	UpstreamModelAlias UpstreamModel = "Alias"
+)
+
 // Engine names the metrics dialect of a member's inference engine.
 // +kubebuilder:validation:Enum=vllm;sglang;llamacpp;tgi
 type Engine string
@@ -84,6 +99,13 @@ type ReplicaTierSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	ServedModel string `json:"servedModel"`
+
+	// UpstreamModel selects the model name sent to members: ServedModel
+	// replaces the value of the request body's top-level "model" with
+	// servedModel and changes nothing else; Alias forwards the body as the
+	// caller sent it. Absent means ServedModel.
+	// +optional
+	UpstreamModel UpstreamModel `json:"upstreamModel,omitempty"`
 
 	// Strategy selects how a replica tier picks a member. Absent means
 	// RoundRobin; it must be absent on a direct tier (one member).

@@ -84,6 +84,12 @@ func ValidateSpec(s *ReplicaTierSpec, path *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(path.Child("strategy"), s.Strategy,
 			[]string{string(StrategyRoundRobin), string(StrategyCapacity)}))
 	}
+	switch s.UpstreamModel {
+	case "", UpstreamModelServedModel, UpstreamModelAlias:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("upstreamModel"), s.UpstreamModel,
+			[]string{string(UpstreamModelServedModel), string(UpstreamModelAlias)}))
+	}
 	errs = append(errs, validateCeiling(s.MaxConcurrency, path.Child("maxConcurrency"))...)
 	errs = append(errs, validateMembers(s.Members, path.Child("members"))...)
 	if s.Upstream != nil {

@@ -100,6 +100,21 @@ func TestEffectiveStrategy(t *testing.T) {
 	}
 }
 
+func TestEffectiveUpstreamModel(t *testing.T) {
+	for _, tc := range []struct {
+		in, want sluicev1.UpstreamModel
+	}{
+		{"", sluicev1.UpstreamModelServedModel},
+		{sluicev1.UpstreamModelServedModel, sluicev1.UpstreamModelServedModel},
+		{sluicev1.UpstreamModelAlias, sluicev1.UpstreamModelAlias},
+	} {
+		s := sluicev1.ReplicaTierSpec{UpstreamModel: tc.in}
+		if got := s.EffectiveUpstreamModel(); got != tc.want {
+			t.Errorf("EffectiveUpstreamModel() with %q = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func tier(ns, name, node string, created int64, aliases ...string) sluicev1.ReplicaTier {
 	t := validationtable.Base()
 	t.Namespace, t.Name = ns, name

@@ -66,7 +66,6 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	}()
 
 	st := stack{engines: map[string]string{}}
-	aliases := append(slices.Clone(tiers.roundRobin.Spec.Aliases), tiers.capacity.Spec.Aliases...)
 	fmt.Fprintf(stdout, "Starting %d engines (enginesim, %d slots each; %s has %d hidden sequences) and the router...\n",
 		len(tiers.members), o.maxNumSeqs, o.hiddenMember, o.hiddenLoad)
 	for _, id := range tiers.members {
@@ -76,7 +75,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		}
 		var addr string
 		p, err := startProc(ctx, "engine-"+id, filepath.Join(o.binDir, "enginesim"),
-			engineFlags(&o, tiers.capacity.Spec.ServedModel, aliases, hidden), logDir, startlines.EngineAddr(&addr))
+			engineFlags(&o, tiers.capacity.Spec.ServedModel, hidden), logDir, startlines.EngineAddr(&addr))
 		if err != nil {
 			return err
 		}

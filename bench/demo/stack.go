@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -255,12 +254,13 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func() (
 	}
 }
 
-// engineFlags are the enginesim command-line flags of one member.
-func engineFlags(o *options, model string, aliases []string, hidden int) []string {
+// engineFlags are the enginesim command-line flags of one member. Like a
+// vLLM engine, it serves only the tiers' servedModel; callers name the
+// tiers' aliases, which the router replaces.
+func engineFlags(o *options, model string, hidden int) []string {
 	return []string{
 		"--listen", "127.0.0.1:0",
 		"--model", model,
-		"--aliases", strings.Join(aliases, ","),
 		"--max-num-seqs", strconv.Itoa(o.maxNumSeqs),
 		"--hidden-load", strconv.Itoa(hidden),
 		"--ttft-base", o.ttftBase.String(),

@@ -350,6 +350,37 @@ func writeError(w http.ResponseWriter, status int, typ, code, param, message str
 	_, _ = w.Write(b)
 }
 
+// modelNotFound is vLLM's error object for a model it does not serve: an
+// error object whose code is the HTTP status as a number.
+type modelNotFound struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Param   string `json:"param"`
+		Code    int    `json:"code"`
+	} `json:"error"`
+}
+
+// writeModelNotFound answers a request naming a model the engine does not
+// serve the way vLLM does: 404 with
+// {"error":{"message":"The model `M` does not exist.","type":"NotFoundError","param":"model","code":404}}.
+func writeModelNotFound(w http.ResponseWriter, model string) {
+	var body modelNotFound
+	body.Error.Message = "The model `" + model + "` does not exist."
+	body.Error.Type = "NotFoundError"
+	body.Error.Param = "model"
+	body.Error.Code = http.StatusNotFound
+	b, err := json.Marshal(body)
+	if err != nil {
+		b = []byte(`{"error":{"message":"The model does not exist.","type":"NotFoundError","param":"model","code":404}}`)
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = w.Write(b)
+}
+
 // embeddingInputs splits an embeddings input into the raw JSON of each
 // vector's input: the elements of an array of strings or of token arrays, or
 // the whole input otherwise (a string or a single token array).

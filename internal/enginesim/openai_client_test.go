@@ -178,7 +178,8 @@ func TestOpenAIClientErrors(t *testing.T) {
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
 	})
 	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Type != "NotFoundError" ||
+		apiErr.Message != "The model `other-model` does not exist." {
 		t.Fatalf("wrong model error = %v", err)
 	}
 

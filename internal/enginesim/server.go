@@ -257,14 +257,13 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, bp *[]byte,
 	return true
 }
 
-// checkModel writes a 404 and returns false when model is neither the
+// checkModel writes vLLM's 404 and returns false when model is neither the
 // served model nor one of its aliases. An absent model means the served one.
 func (s *Server) checkModel(w http.ResponseWriter, model string) bool {
 	if model == "" || model == s.cfg.Model || slices.Contains(s.cfg.Aliases, model) {
 		return true
 	}
-	writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
-		"The model `"+model+"` does not exist.")
+	writeModelNotFound(w, model)
 	return false
 }
 

@@ -136,6 +136,18 @@ func TestNonStreamingBodies(t *testing.T) {
 	}
 }
 
+// TestModelNotFoundShape pins the unknown-model answer to vLLM's: a
+// router that forwards an alias the engine does not serve gets exactly
+// this, so a regression of the router's model rewrite shows as this 404.
+func TestModelNotFoundShape(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.must(http.MethodPost, "/v1/chat/completions", `{"model":"qwen","messages":[]}`)
+	const want = "{\"error\":{\"message\":\"The model `qwen` does not exist.\",\"type\":\"NotFoundError\",\"param\":\"model\",\"code\":404}}"
+	if r.status != http.StatusNotFound || string(r.body) != want || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("got %d %s %q, want 404 application/json %s", r.status, r.header.Get("Content-Type"), r.body, want)
+	}
+}
+
 func TestRequestErrors(t *testing.T) {
 	big := `{"prompt":"` + strings.Repeat("x", MaxRequestBytes) + `"}`
 	for _, tc := range []struct {
@@ -143,11 +155,11 @@ func TestRequestErrors(t *testing.T) {
 		status           int
 		code             string
 	}{
-		{"wrong model chat", "/v1/chat/completions", `{"model":"other","messages":[]}`, http.StatusNotFound, "model_not_found"},
-		{"wrong model completions", "/v1/completions", `{"model":"other","prompt":"x"}`, http.StatusNotFound, "model_not_found"},
-		{"wrong model responses", "/v1/responses", `{"model":"other","input":"x","stream":true}`, http.StatusNotFound, "model_not_found"},
-		{"wrong model embeddings", "/v1/embeddings", `{"model":"other","input":"x"}`, http.StatusNotFound, "model_not_found"},
-		{"prefix model", "/v1/chat/completions", `{"model":"sim/model","messages":[]}`, http.StatusNotFound, "model_not_found"},
+		{"wrong model chat", "/v1/chat/completions", `{"model":"other","messages":[]}`, http.StatusNotFound, "404"},
+		{"wrong model completions", "/v1/completions", `{"model":"other","prompt":"x"}`, http.StatusNotFound, "404"},
+		{"wrong model responses", "/v1/responses", `{"model":"other","input":"x","stream":true}`, http.StatusNotFound, "404"},
+		{"wrong model embeddings", "/v1/embeddings", `{"model":"other","input":"x"}`, http.StatusNotFound, "404"},
+		{"prefix model", "/v1/chat/completions", `{"model":"sim/model","messages":[]}`, http.StatusNotFound, "404"},
 		{"invalid JSON", "/v1/chat/completions", `{"model":`, http.StatusBadRequest, "invalid_json"},
 		{"not an object", "/v1/chat/completions", `[1]`, http.StatusBadRequest, "invalid_json"},
 		{"empty body", "/v1/completions", ``, http.StatusBadRequest, "invalid_json"},
@@ -166,7 +178,11 @@ func TestRequestErrors(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
 			}
 			m := decodeJSON(t, r.body)
-			if path(m, "error", "code") != tc.code || path(m, "error", "message") == "" || path(m, "error", "type") == nil {
+			code := path(m, "error", "code")
+			if f, ok := code.(float64); ok { // vLLM's unknown-model error carries the status as a number.
+				code = strconv.FormatFloat(f, 'f', -1, 64)
+			}
+			if code != tc.code || path(m, "error", "message") == "" || path(m, "error", "type") == nil {
 				t.Fatalf("error body %s, want code %s", r.body, tc.code)
 			}
 			if r.header.Get(HeaderMaxInFlight) != "1" {

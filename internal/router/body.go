@@ -35,8 +35,8 @@ func readBody(r *http.Request, limit int64) (*[]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errBodyTooLarge
 	}
-	bp, _ := bodyPool.Get().(*[]byte)
-	b := (*bp)[:0]
+	bp := getBody()
+	b := *bp
 	if r.Body == nil { // a request built by hand; servers always set one.
 		*bp = b
 		return bp, nil
@@ -65,6 +65,14 @@ func readBody(r *http.Request, limit int64) (*[]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// getBody returns an empty buffer from the pool; hand it back with
+// recycleBody.
+func getBody() *[]byte {
+	bp, _ := bodyPool.Get().(*[]byte)
+	*bp = (*bp)[:0]
+	return bp
 }
 
 // recycleBody returns a buffer to the pool unless it grew too large.

@@ -158,7 +158,7 @@ func TestMemberConnections(t *testing.T) {
 }
 
 // TestMemberBodies proves request bodies reach the member byte for byte
-// whether they go out in the head's write or after it, on one reused
+// (with the served model in place of the alias) whether they go out in the head's write or after it, on one reused
 // connection whose scratch buffer grows and shrinks between requests.
 func TestMemberBodies(t *testing.T) {
 	got := make(chan []byte, 1)
@@ -169,8 +169,10 @@ func TestMemberBodies(t *testing.T) {
 	})
 	f := newFixture(t, fixtureOptions{})
 	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	// body returns a body of size bytes naming the served model; the
+	// client sends it with the alias, which the router replaces.
 	body := func(size int) string {
-		const head, tail = `{"model":"llama","prompt":"`, `"}`
+		const head, tail = `{"model":"served/model","prompt":"`, `"}`
 		var b strings.Builder
 		b.WriteString(head)
 		for i := 0; b.Len() < size-len(tail); i++ {
@@ -181,7 +183,7 @@ func TestMemberBodies(t *testing.T) {
 	}
 	for _, size := range []int{64, inlineBodySize - 1, inlineBodySize, inlineBodySize + 1, 5 * maxHeadScratch, 64} {
 		want := body(size)
-		resp, reply := f.mustPost(pathChatCompletions, want, nil)
+		resp, reply := f.mustPost(pathChatCompletions, strings.Replace(want, `"served/model"`, `"llama"`, 1), nil)
 		if resp.StatusCode != http.StatusOK || string(reply) != "{}" {
 			t.Fatalf("%d-byte body: %d %s", len(want), resp.StatusCode, reply)
 		}

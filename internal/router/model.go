@@ -6,27 +6,79 @@ import (
 	"unicode/utf8"
 )
 
-// modelField returns the decoded value of the top-level "model" member of
-// body when body is one valid JSON object whose last "model" member (JSON
-// objects decode last-wins) is a string. It validates the whole body with
-// json.Valid, then walks only the top level, so it allocates nothing unless
-// the key or the value is written with escapes or invalid UTF-8; the result
-// then aliases body.
-func modelField(body []byte) ([]byte, bool) {
+// modelRef is where a request body names its model.
+type modelRef struct {
+	// name is the decoded value of the last top-level "model" member, the
+	// one JSON decoders read. It aliases the body unless the value is
+	// written with escapes or invalid UTF-8.
+	name []byte
+	// start and end delimit that member's value in the body, quotes
+	// included.
+	start, end int
+	// count is the number of top-level "model" members, of any type.
+	count int
+}
+
+// modelField locates the top-level "model" member of body when body is one
+// valid JSON object whose last "model" member (JSON objects decode
+// last-wins) is a string. It validates the whole body with json.Valid, then
+// walks only the top level, so it allocates nothing unless the key or the
+// value is written with escapes or invalid UTF-8.
+func modelField(body []byte) (modelRef, bool) {
+	var ref modelRef
 	if !json.Valid(body) {
-		return nil, false
+		return ref, false
 	}
+	found := false
+	if !eachMember(body, func(key []byte, start, end int) {
+		if isModelKey(key) {
+			ref.count++
+			found = body[start] == '"'
+			ref.start, ref.end = start, end
+		}
+	}) || !found {
+		return modelRef{}, false
+	}
+	name, ok := unquote(body[ref.start:ref.end])
+	ref.name = name
+	return ref, ok
+}
+
+// rewriteModel appends body to dst with the value of every top-level
+// "model" member replaced by quoted, a JSON string, and every other byte
+// kept. ref is modelField's result for body. A body with several "model"
+// members has each of them replaced, so a decoder that reads the first one
+// sees the same model as one that reads the last.
+func rewriteModel(dst, body []byte, ref modelRef, quoted []byte) []byte {
+	if ref.count == 1 {
+		dst = append(dst, body[:ref.start]...)
+		dst = append(dst, quoted...)
+		return append(dst, body[ref.end:]...)
+	}
+	last := 0
+	eachMember(body, func(key []byte, start, end int) {
+		if isModelKey(key) {
+			dst = append(dst, body[last:start]...)
+			dst = append(dst, quoted...)
+			last = end
+		}
+	})
+	return append(dst, body[last:]...)
+}
+
+// eachMember calls fn with the quoted key and the value's span of every
+// member of the top-level object of body, a document json.Valid accepted.
+// It returns false when the document is not an object.
+func eachMember(body []byte, fn func(key []byte, start, end int)) bool {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
-		return nil, false
+		return false
 	}
 	i++
-	var model []byte
-	found := false
 	for {
 		i = skipSpace(body, i)
 		if body[i] == '}' {
-			break
+			return true
 		}
 		if body[i] == ',' {
 			i = skipSpace(body, i+1)
@@ -36,16 +88,9 @@ func modelField(body []byte) ([]byte, bool) {
 		i = skipSpace(body, keyEnd)
 		i = skipSpace(body, i+1) // the ':'
 		valueEnd := skipValue(body, i)
-		if isModelKey(key) {
-			found = body[i] == '"'
-			model = body[i:valueEnd]
-		}
+		fn(key, i, valueEnd)
 		i = valueEnd
 	}
-	if !found {
-		return nil, false
-	}
-	return unquote(model)
 }
 
 // isModelKey reports whether a quoted JSON key decodes to "model".

@@ -84,8 +84,8 @@ func TestNoRetryWithIdempotencyKey(t *testing.T) {
 	}
 }
 
-// TestForwardedRequest proves what reaches the member: the body, path and
-// query unchanged, the router's request id, and the router's API key
+// TestForwardedRequest proves what reaches the member: the body with only
+// its model replaced by the served model, path and query unchanged, the router's request id, and the router's API key
 // stripped.
 func TestForwardedRequest(t *testing.T) {
 	keys, _ := ParseKeys([]byte("router-key\n"))
@@ -124,8 +124,8 @@ func TestForwardedRequest(t *testing.T) {
 			o := f.outcome()
 
 			seen := up.seen[0]
-			if string(seen.body) != body || seen.path != pathCompletions {
-				t.Errorf("member got %s %q, want the body unchanged", seen.path, seen.body)
+			if want := strings.Replace(body, `"llama"`, `"served/model"`, 1); string(seen.body) != want || seen.path != pathCompletions {
+				t.Errorf("member got %s %q, want %q: the body with only the model replaced", seen.path, seen.body, want)
 			}
 			if got := seen.header.Get("Authorization"); got != tt.wantAuth {
 				t.Errorf("member got Authorization %q, want %q", got, tt.wantAuth)

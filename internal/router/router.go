@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -187,7 +188,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		rt.refuse(w, &o, ResultRefused, errBadRequest)
 		return
 	}
-	entry, ok := rt.table.Load().aliases[string(model)]
+	entry, ok := rt.table.Load().aliases[string(model.name)]
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errModelNotFound)
 		return
@@ -218,7 +219,15 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	if rt.recorder != nil {
 		o.Selection = lease.Selection()
 	}
-	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: *buf, idHeader: idHeader,
+	body := *buf
+	if q := cfg.upstreamModel; q != nil && (model.count > 1 || !bytes.Equal(body[model.start:model.end], q)) {
+		// The member serves the tier's servedModel, not the alias.
+		up := getBody()
+		defer recycleBody(up)
+		*up = rewriteModel((*up)[:0], body, model, q)
+		body = *up
+	}
+	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: body, idHeader: idHeader,
 		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context()}
 	if route == nil {
 		// Unreachable: a lease names a member of the configuration it was

@@ -423,8 +423,8 @@ func TestStreamFlushesEachEvent(t *testing.T) {
 			if o := f.outcome(); o.End != EndComplete {
 				t.Fatalf("outcome = %+v", o)
 			}
-			if seen := gpu0.seen[0]; string(seen.body) != chat("llama")+"\n" || seen.path != pathChatCompletions {
-				t.Fatalf("member got %s %q, want the request body unchanged", seen.path, seen.body)
+			if seen := gpu0.seen[0]; string(seen.body) != chat("served/model")+"\n" || seen.path != pathChatCompletions {
+				t.Fatalf("member got %s %q, want the request body with the served model", seen.path, seen.body)
 			}
 			f.assertIdle("ns/llama")
 		})

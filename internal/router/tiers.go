@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -39,6 +40,10 @@ type tierConfig struct {
 	allReady      map[string]bool // every member ready, for a Router without readiness; read-only.
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
+	// upstreamModel is the JSON string that replaces the model a request
+	// names before it goes upstream: the tier's servedModel. Nil forwards
+	// the body unchanged (upstreamModel: Alias).
+	upstreamModel []byte
 }
 
 // memberRoute is where one member is reached.
@@ -126,6 +131,9 @@ func newTierConfig(t source.Tier) (*tierConfig, admission.Config, admission.Inte
 	case v1alpha1.StrategyCapacity:
 		cfg.strategy = admission.StrategyCapacity
 	}
+	if s.EffectiveUpstreamModel() == v1alpha1.UpstreamModelServedModel {
+		cfg.upstreamModel = jsonString(s.ServedModel)
+	}
 	acfg := admission.Config{Strategy: cfg.strategy}
 	if s.MaxConcurrency != nil {
 		acfg.MaxConcurrency = int(*s.MaxConcurrency)
@@ -168,6 +176,15 @@ func newTierConfig(t source.Tier) (*tierConfig, admission.Config, admission.Inte
 		}
 	}
 	return cfg, acfg, intent, nil
+}
+
+// jsonString returns s as a JSON string, with no HTML escaping.
+func jsonString(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes; invalid UTF-8 becomes U+FFFD.
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // Apply installs a complete source snapshot. Each served tier is applied

@@ -38,9 +38,9 @@ func TestCeilingsHoldUnderConcurrency(t *testing.T) {
 	// overlap heavily.
 	extra := []string{"--max-num-seqs", "64", "--ttft-base", "20ms", "--itl-base", "2ms"}
 	engines := []*engine{
-		startEngine(t, "engine-a", aliases, extra...),
-		startEngine(t, "engine-b", aliases, extra...),
-		startEngine(t, "engine-c", aliases, extra...),
+		startEngine(t, "engine-a", extra...),
+		startEngine(t, "engine-b", extra...),
+		startEngine(t, "engine-c", extra...),
 	}
 	ceilings := []int32{3, 5, 7}
 	members := func() []member {

@@ -14,7 +14,7 @@ import (
 func TestEngineKilledMidStreamReleasesLeases(t *testing.T) {
 	const alias, streams = "e2e-kill", 3
 	// 2000 tokens at 10 ms each: the streams would last 20 s.
-	victim := startEngine(t, "victim", []string{alias}, "--itl-base", "10ms")
+	victim := startEngine(t, "victim", "--itl-base", "10ms")
 	tr := tier{name: "kill", alias: alias, members: []member{{"victim", victim, 8}}}
 	r := startRouter(t, tr)
 

@@ -29,11 +29,14 @@ func newOpenAIClient(baseURL string) openai.Client {
 
 // TestOpenAIClientThroughRouter uses the official OpenAI Go client against
 // the router, as a user would: streaming and non-streaming chat, and the
-// Responses API streaming and not, on a Capacity tier of two engines.
+// Responses API streaming and not, on a Capacity tier of two engines that,
+// like vLLM, serve only the tier's servedModel and refuse its alias: every
+// request names the alias and succeeds because the router sends the served
+// model upstream.
 func TestOpenAIClientThroughRouter(t *testing.T) {
 	const alias = "e2e-openai"
-	e0 := startEngine(t, "engine-0", []string{alias})
-	e1 := startEngine(t, "engine-1", []string{alias})
+	e0 := startEngine(t, "engine-0")
+	e1 := startEngine(t, "engine-1")
 	tr := tier{name: "openai", alias: alias, strategy: sluicev1.StrategyCapacity,
 		members: []member{{"m0", e0, 4}, {"m1", e1, 4}}}
 	r := startRouter(t, tr)
@@ -99,7 +102,7 @@ func TestOpenAIClientThroughRouter(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkHeaders(t, httpResp)
-		if c.Choices[0].Message.Content != fiveTokens || c.Usage.CompletionTokens != 5 {
+		if c.Choices[0].Message.Content != fiveTokens || c.Usage.CompletionTokens != 5 || c.Model != servedModel {
 			t.Fatalf("completion = %+v", c)
 		}
 	})
@@ -176,4 +179,40 @@ func TestOpenAIClientThroughRouter(t *testing.T) {
 		}
 	})
 	r.awaitActive(t, tr.key(), 0)
+}
+
+// TestUpstreamModelAlias proves what upstreamModel: Alias forwards: the
+// caller's model name, unchanged. An engine serving only servedModel
+// refuses it with vLLM's 404, which the router relays as the engine sent
+// it; an engine that also serves the alias answers.
+func TestUpstreamModelAlias(t *testing.T) {
+	const refused, accepted = "e2e-forward-refused", "e2e-forward-accepted"
+	strict := startEngine(t, "engine-strict")
+	lenient := startEngine(t, "engine-lenient", "--aliases", accepted)
+	r := startRouter(t,
+		tier{name: "forward-refused", alias: refused, upstream: sluicev1.UpstreamModelAlias, members: []member{{"solo", strict, 4}}},
+		tier{name: "forward-accepted", alias: accepted, upstream: sluicev1.UpstreamModelAlias, members: []member{{"solo", lenient, 4}}},
+	)
+	client := newOpenAIClient(r.baseURL())
+	ctx := context.Background()
+	chat := func(model string) (*openai.ChatCompletion, error) {
+		return client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:               model,
+			Messages:            []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+			MaxCompletionTokens: openai.Int(5),
+		})
+	}
+
+	_, err := chat(refused)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Type != "NotFoundError" ||
+		apiErr.Message != "The model `"+refused+"` does not exist." {
+		t.Fatalf("forwarded alias to a strict engine: error = %v, want the engine's 404", err)
+	}
+	c, err := chat(accepted)
+	if err != nil || c.Choices[0].Message.Content != fiveTokens {
+		t.Fatalf("forwarded alias to an engine serving it: %+v, %v", c, err)
+	}
+	r.awaitActive(t, tierNamespace+"/forward-refused", 0)
+	r.awaitActive(t, tierNamespace+"/forward-accepted", 0)
 }

@@ -19,7 +19,7 @@ const dialTimeout = time.Second
 func TestRouterSIGTERMDrainsStreams(t *testing.T) {
 	const alias, streams, tokens = "e2e-drain", 4, 150
 	// 150 tokens at 20 ms each: each stream lasts about 3 s.
-	e := startEngine(t, "engine", []string{alias}, "--itl-base", "20ms")
+	e := startEngine(t, "engine", "--itl-base", "20ms")
 	tr := tier{name: "drain", alias: alias, members: []member{{"solo", e, 8}}}
 	r := startRouter(t, tr)
 

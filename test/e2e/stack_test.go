@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -79,14 +78,13 @@ func (e *engine) url() string { return "http://" + e.addr }
 // latencies so a request takes a few tens of milliseconds.
 var fastEngine = []string{"--ttft-base", "5ms", "--ttft-per-seq", "0s", "--itl-base", "1ms", "--itl-per-seq", "0s"}
 
-// startEngine starts an enginesim serving servedModel and the given
-// aliases, with extra flags after the defaults (later flags win).
-func startEngine(t *testing.T, name string, aliases []string, extra ...string) *engine {
+// startEngine starts an enginesim serving only servedModel, as a vLLM
+// engine serves only its --served-model-name: a request naming a tier's
+// alias reaches it only through the router's model rewrite. extra flags
+// come after the defaults (later flags win).
+func startEngine(t *testing.T, name string, extra ...string) *engine {
 	t.Helper()
 	args := []string{"--listen", "127.0.0.1:0", "--model", servedModel}
-	if len(aliases) > 0 {
-		args = append(args, "--aliases", strings.Join(aliases, ","))
-	}
 	args = append(args, fastEngine...)
 	args = append(args, extra...)
 	e := &engine{}
@@ -138,6 +136,7 @@ type tier struct {
 	alias    string
 	strategy sluicev1.Strategy // empty: direct tier (one member) or RoundRobin default
 	members  []member
+	upstream sluicev1.UpstreamModel // empty: ServedModel
 }
 
 // key is the tier's namespace/name.
@@ -152,6 +151,7 @@ func (t tier) manifest() ([]byte, error) {
 	rt.Spec.Aliases = []string{t.alias}
 	rt.Spec.ServedModel = servedModel
 	rt.Spec.Strategy = t.strategy
+	rt.Spec.UpstreamModel = t.upstream
 	for _, m := range t.members {
 		sm := sluicev1.Member{ID: m.id, Endpoint: m.engine.url(), Metrics: &sluicev1.MetricsSpec{Engine: "vllm"}}
 		if m.ceiling > 0 {

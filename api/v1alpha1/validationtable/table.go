@@ -63,6 +63,10 @@ func Rows() []Row {
 	return []Row{
 		// Valid objects.
 		{Desc: "valid capacity tier", Mutate: func(*sluicev1.ReplicaTier) {}},
+		{Desc: "valid upstream model Alias", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.UpstreamModel = sluicev1.UpstreamModelAlias }},
+		{Desc: "valid upstream model ServedModel", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.UpstreamModel = sluicev1.UpstreamModelServedModel
+		}},
 		{Desc: "valid direct tier without strategy or ceiling", Mutate: func(t *sluicev1.ReplicaTier) {
 			t.Spec.Strategy = ""
 			t.Spec.Members = t.Spec.Members[:1]
@@ -120,6 +124,8 @@ func Rows() []Row {
 			WantErrors: []string{"spec.servedModel"}},
 		{Desc: "unknown strategy", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Strategy = "Fastest" },
 			WantErrors: []string{"spec.strategy", "Unsupported value"}},
+		{Desc: "unknown upstream model", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.UpstreamModel = "Caller" },
+			WantErrors: []string{"spec.upstreamModel", "Unsupported value"}},
 		{Desc: "tier ceiling zero", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.MaxConcurrency = ptr(0) },
 			WantErrors: []string{"spec.maxConcurrency", "greater than or equal to 1"}},
 		{Desc: "tier ceiling above bound", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.MaxConcurrency = ptr(100001) },
