@@ -96,7 +96,7 @@ type hiddenRow struct {
 	Requests int     `json:"requests_per_run"`
 }
 
-// hiddenSummary is scenario 2's table and the SPEC §12 ratios (medians
+// hiddenSummary is scenario 2's table and the target ratios (medians
 // over rounds of the same-round ratios).
 type hiddenSummary struct {
 	Rows []hiddenRow `json:"rows"`

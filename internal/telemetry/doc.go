@@ -1,4 +1,4 @@
-// Package telemetry owns the router's Prometheus metrics (SPEC §10), built
+// Package telemetry owns the router's Prometheus metrics (docs/EVIDENCE.md#6-metrics), built
 // with client_golang: a collector that projects the capacity view
 // (admission counts, ceilings, readiness and cached pressure) at scrape
 // time, the request counters and histograms fed once per request through
