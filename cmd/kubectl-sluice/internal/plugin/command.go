@@ -13,18 +13,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/transition"
 )
 
-// Defaults of the drain verb.
-const (
-	// DefaultDrainReason is the quiesce reason drain sets when the scope is
-	// not quiesced yet.
-	DefaultDrainReason = "drain"
-	// DefaultDrainTimeout bounds drain's wait when --timeout is not given:
-	// long enough for typical streams to finish, short enough that a stuck
-	// drain is noticed.
-	DefaultDrainTimeout = 5 * time.Minute
-)
+// DefaultDrainTimeout bounds drain's wait when --timeout is not given: long
+// enough for typical streams to finish, short enough that a stuck drain is
+// noticed.
+const DefaultDrainTimeout = 5 * time.Minute
 
 // Output formats.
 const (
@@ -116,7 +111,7 @@ func tierArg(cmd *cobra.Command, args []string) error {
 }
 
 // setup checks the output flag and connects.
-func (c *cli) setup(dryRun string) (*tierClient, error) {
+func (c *cli) setup(dryRun string) (*transition.Client, error) {
 	if c.output != outputTable && c.output != outputJSON {
 		return nil, fmt.Errorf("--output must be %s or %s", outputTable, outputJSON)
 	}
@@ -127,7 +122,7 @@ func (c *cli) setup(dryRun string) (*tierClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tierClient{c: cl, namespace: ns, dryRun: dryRun == dryRunServer}, nil
+	return &transition.Client{Client: cl, Namespace: ns, DryRun: dryRun == dryRunServer}, nil
 }
 
 func (c *cli) statusCommand() *cobra.Command {
@@ -141,16 +136,16 @@ func (c *cli) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := tc.get(cmd.Context(), args[0])
+			t, err := tc.Get(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if member != "" {
-				if err := memberExists(t, member); err != nil {
+				if err := transition.MemberExists(t, member); err != nil {
 					return err
 				}
 			}
-			return c.print(newTierStatus(t, member), "")
+			return c.print(transition.NewStatus(t, member), "")
 		},
 	}
 	cmd.Flags().StringVar(&member, "member", "", "show only this member")
@@ -168,11 +163,11 @@ func (c *cli) quiesceCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, msg, err := tc.quiesce(cmd.Context(), args[0], member, reason)
+			t, msg, err := tc.Quiesce(cmd.Context(), args[0], member, reason)
 			if err != nil {
 				return err
 			}
-			return c.print(newTierStatus(t, member), msg)
+			return c.print(transition.NewStatus(t, member), msg)
 		},
 	}
 	cmd.Flags().StringVar(&member, "member", "", "quiesce only this member")
@@ -193,11 +188,11 @@ func (c *cli) readmitCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, msg, err := tc.readmit(cmd.Context(), args[0], member)
+			t, msg, err := tc.Readmit(cmd.Context(), args[0], member)
 			if err != nil {
 				return err
 			}
-			return c.print(newTierStatus(t, member), msg)
+			return c.print(transition.NewStatus(t, member), msg)
 		},
 	}
 	cmd.Flags().StringVar(&member, "member", "", "readmit only this member")
@@ -211,7 +206,7 @@ func (c *cli) drainCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drain TIER [--member ID] [--timeout D]",
 		Short: "Quiesce a tier or member if needed, then wait until the router reports it Drained",
-		Long: "drain quiesces the scope with reason \"" + DefaultDrainReason + "\" unless it is already quiesced, then\n" +
+		Long: "drain quiesces the scope with reason \"" + transition.DefaultDrainReason + "\" unless it is already quiesced, then\n" +
 			"watches the tier until the router on its node applies the current generation and reports\n" +
 			"every member of the scope Drained (no request in flight). It never cancels a request.",
 		Args: tierArg,
@@ -225,11 +220,11 @@ func (c *cli) drainCommand() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			t, msg, err := tc.drain(ctx, args[0], member, timeout)
+			t, msg, err := tc.Drain(ctx, args[0], member, timeout)
 			if err != nil {
 				return err
 			}
-			return c.print(newTierStatus(t, member), msg)
+			return c.print(transition.NewStatus(t, member), msg)
 		},
 	}
 	cmd.Flags().StringVar(&member, "member", "", "drain only this member")

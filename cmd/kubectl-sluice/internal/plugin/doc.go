@@ -3,15 +3,13 @@
 // standard kubeconfig flags (--kubeconfig, --context, -n and the rest from
 // k8s.io/cli-runtime).
 //
-// Quiesce and readmit change operator intent only, with JSON merge patches
-// of exactly spec.quiesce.members.<id> or spec.quiesce.tier, so a member
-// operation never touches the tier's intent and the reverse. Every check
-// (the tier exists, the member exists, the tier is not a direct tier for a
-// member operation, the reason is well formed) happens before any change.
-// Drain quiesces the scope when needed and then waits, with a watch, until
-// the router on the tier's node reports the scope Drained for the tier's
-// current generation.
+// The commands are thin callers of internal/transition, which owns the
+// request path: the checks before any change, the JSON merge patches of
+// exactly one scope's spec.quiesce key, and drain's watch. This package
+// owns the command line: flags and arguments, their checks, and printing
+// a transition.Status as a table or as JSON.
 //
-// The package must never write status, never poll with sleeps, and never
-// change intent other than the scope it was asked about.
+// The package must never build patches or read and write ReplicaTiers
+// other than through internal/transition, never write status, and never
+// poll with sleeps.
 package plugin

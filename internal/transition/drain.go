@@ -1,4 +1,4 @@
-package plugin
+package transition
 
 import (
 	"context"
@@ -18,50 +18,58 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// drain quiesces the scope unless its own intent already quiesces it, then
-// watches the tier until drained reports true. A dry run sends the quiesce
-// as a dry run and does not wait. ctx bounds the whole operation.
+// Drain quiesces the scope (the whole tier when member is empty) with
+// DefaultDrainReason unless its own intent already quiesces it, then
+// watches the tier until the router on the tier's node applies the tier's
+// current generation and reports every member of the scope Drained. It
+// returns the drained tier and a one-line result. With DryRun it sends the
+// quiesce as a dry run and does not wait.
+//
+// ctx bounds the whole operation: when it ends before the scope drained,
+// Drain fails with ErrDrainTimeout saying what it last saw; timeout is only
+// named in that message. A scope readmitted meanwhile fails with
+// ErrReadmitted. Drain never cancels a request.
 //
 // The watch's first list may be served from the API server's watch cache,
 // which can lag behind the patch just written; views of the tier older than
-// the generation drain wrote (or read) are skipped, so a lagging list is
+// the generation Drain wrote (or read) are skipped, so a lagging list is
 // never mistaken for a readmit or for a finished drain.
-func (tc *tierClient) drain(ctx context.Context, name, member string, timeout time.Duration) (*v1alpha1.ReplicaTier, string, error) {
-	t, err := tc.get(ctx, name)
+func (c *Client) Drain(ctx context.Context, name, member string, timeout time.Duration) (*v1alpha1.ReplicaTier, string, error) {
+	t, err := c.Get(ctx, name)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := checkScope(t, member); err != nil {
+	if err := CheckScope(t, member); err != nil {
 		return nil, "", err
 	}
-	if intent(t, member) == "" {
+	if Intent(t, member) == "" {
 		reason := DefaultDrainReason
-		if t, err = tc.patch(ctx, t, quiescePatch(member, &reason)); err != nil {
+		if t, err = c.patch(ctx, t, quiescePatch(member, &reason)); err != nil {
 			return nil, "", err
 		}
-		if tc.dryRun {
+		if c.DryRun {
 			return t, fmt.Sprintf("%s quiesced (%s); not waiting for the drain (server dry run)", scopeName(t, member), reason), nil
 		}
-	} else if tc.dryRun {
-		return t, fmt.Sprintf("%s already quiesced (%s); nothing to change (server dry run)", scopeName(t, member), intent(t, member)), nil
+	} else if c.DryRun {
+		return t, fmt.Sprintf("%s already quiesced (%s); nothing to change (server dry run)", scopeName(t, member), Intent(t, member)), nil
 	}
 
 	last, minGeneration := t, t.Generation
 	cond := func(ev watch.Event) (bool, error) {
 		if ev.Type == watch.Deleted {
-			return false, fmt.Errorf("%s/%s was deleted while draining", tc.namespace, name)
+			return false, fmt.Errorf("%s/%s was deleted while draining", c.Namespace, name)
 		}
 		cur, ok := ev.Object.(*v1alpha1.ReplicaTier)
 		if !ok || cur.Name != name || cur.Generation < minGeneration {
 			return false, nil
 		}
 		last = cur
-		if intent(cur, member) == "" {
+		if Intent(cur, member) == "" {
 			return false, fmt.Errorf("%w: %s", ErrReadmitted, scopeName(cur, member))
 		}
-		return drained(cur, member), nil
+		return Drained(cur, member), nil
 	}
-	_, err = watchtools.UntilWithSync(ctx, tc.listWatch(name), &v1alpha1.ReplicaTier{}, nil, cond)
+	_, err = watchtools.UntilWithSync(ctx, c.listWatch(name), &v1alpha1.ReplicaTier{}, nil, cond)
 	switch {
 	case err == nil:
 		return last, fmt.Sprintf("%s drained", scopeName(last, member)), nil
@@ -71,9 +79,10 @@ func (tc *tierClient) drain(ctx context.Context, name, member string, timeout ti
 	return nil, "", err
 }
 
-// drained reports whether the router on the tier's node applies the tier's
-// current generation and reports every member of the scope Drained.
-func drained(t *v1alpha1.ReplicaTier, member string) bool {
+// Drained reports whether the router on the tier's node applies the tier's
+// current generation and reports every member of the scope (the whole tier
+// when member is empty) Drained.
+func Drained(t *v1alpha1.ReplicaTier, member string) bool {
 	r := t.Status.Router
 	if r == nil || r.AppliedGeneration != t.Generation {
 		return false
@@ -118,7 +127,7 @@ func describeDrain(t *v1alpha1.ReplicaTier, member string) string {
 }
 
 // plainListWatch is a ListWatch that opts out of watch-list (streaming)
-// requests: drain reads one object, and a plain list then watch works with
+// requests: Drain reads one object, and a plain list then watch works with
 // every API server and client.
 type plainListWatch struct{ *cache.ListWatch }
 
@@ -127,20 +136,20 @@ func (plainListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // listWatch lists and watches the one tier name, with a field selector on
 // metadata.name.
-func (tc *tierClient) listWatch(name string) cache.ListerWatcher {
+func (c *Client) listWatch(name string) cache.ListerWatcher {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	return plainListWatch{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
 			list := &v1alpha1.ReplicaTierList{}
-			if err := tc.c.List(ctx, list, &client.ListOptions{Raw: &opts, Namespace: tc.namespace}); err != nil {
+			if err := c.Client.List(ctx, list, &client.ListOptions{Raw: &opts, Namespace: c.Namespace}); err != nil {
 				return nil, err
 			}
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = selector
-			return tc.c.Watch(ctx, &v1alpha1.ReplicaTierList{}, &client.ListOptions{Raw: &opts, Namespace: tc.namespace})
+			return c.Client.Watch(ctx, &v1alpha1.ReplicaTierList{}, &client.ListOptions{Raw: &opts, Namespace: c.Namespace})
 		},
 	}}
 }
