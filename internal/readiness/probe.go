@@ -64,6 +64,9 @@ type modelList struct {
 	Object *string `json:"object"`
 	Data   *[]struct {
 		ID string `json:"id"`
+		// OwnedBy is kept raw: an engine that writes it as something
+		// other than a string is still ready.
+		OwnedBy json.RawMessage `json:"owned_by"`
 	} `json:"data"`
 }
 
@@ -89,19 +92,29 @@ func (p HTTPProber) Probe(ctx context.Context, target Target) error {
 // equals servedModel exactly (byte for byte: no prefix, case or whitespace
 // folding). It returns nil, ErrMalformedResponse or ErrModelNotServed.
 func CheckModelList(body []byte, servedModel string) error {
+	_, err := ModelOwner(body, servedModel)
+	return err
+}
+
+// ModelOwner checks body as CheckModelList does and returns the owned_by
+// field of servedModel's entry (vLLM writes "vllm"); empty when it is
+// absent or not a string.
+func ModelOwner(body []byte, servedModel string) (string, error) {
 	var l modelList
 	if err := json.Unmarshal(body, &l); err != nil {
-		return ErrMalformedResponse
+		return "", ErrMalformedResponse
 	}
 	if l.Object == nil || *l.Object != "list" || l.Data == nil {
-		return ErrMalformedResponse
+		return "", ErrMalformedResponse
 	}
 	for _, m := range *l.Data {
 		if servedModel != "" && m.ID == servedModel {
-			return nil
+			var owner string
+			_ = json.Unmarshal(m.OwnedBy, &owner) // not a string: no owner.
+			return owner, nil
 		}
 	}
-	return ErrModelNotServed
+	return "", ErrModelNotServed
 }
 
 // ModelsURL returns the model list URL of a member endpoint: the endpoint

@@ -13,6 +13,22 @@ import (
 
 const served = "meta-llama/Llama-3.1-70B-Instruct"
 
+func TestModelOwner(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"object":"list","data":[{"id":"lora"},{"id":"` + served + `","owned_by":"vllm"}]}`: "vllm",
+		`{"object":"list","data":[{"id":"` + served + `","owned_by":"enginesim"}]}`:            "enginesim",
+		`{"object":"list","data":[{"id":"` + served + `"}]}`:                                   "",
+		`{"object":"list","data":[{"id":"` + served + `","owned_by":7}]}`:                      "",
+	} {
+		if got, err := ModelOwner([]byte(body), served); err != nil || got != want {
+			t.Errorf("ModelOwner(%s) = %q, %v; want %q", body, got, err, want)
+		}
+	}
+	if _, err := ModelOwner([]byte(`{"object":"list","data":[{"id":"other","owned_by":"vllm"}]}`), served); !errors.Is(err, ErrModelNotServed) {
+		t.Errorf("ModelOwner of another model = %v, want ErrModelNotServed", err)
+	}
+}
+
 func TestCheckModelList(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -190,5 +191,53 @@ var _ = Describe("rendered manifests (kustomize build config/default)", func() {
 		pod.Spec.HostNetwork = false
 		pod.Spec.DNSPolicy = corev1.DNSClusterFirst
 		Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+	})
+})
+
+var _ = Describe("rendered manifests (kustomize build config/qualify)", func() {
+	var objs []*unstructured.Unstructured
+	BeforeEach(func() { objs = renderKustomization("qualify") })
+
+	It("plan by default, on the node's network, non-root, read-only, without capabilities", func() {
+		job := typed[batchv1.Job](objs, "Job", "sluice-qualify")
+		pod := job.Spec.Template.Spec
+		Expect(pod.Containers).To(HaveLen(1))
+		args := pod.Containers[0].Args
+		Expect(args).To(ContainElement("--plan"))
+		Expect(args).NotTo(ContainElement("--execute"))
+		Expect(flagValue(args, "out")).To(Equal(pod.Containers[0].VolumeMounts[0].MountPath))
+		Expect(*job.Spec.BackoffLimit).To(BeZero())
+		Expect(pod.HostNetwork).To(BeTrue())
+		Expect(pod.NodeName).NotTo(BeEmpty())
+		Expect(pod.RestartPolicy).To(Equal(corev1.RestartPolicyNever))
+		Expect(pod.ServiceAccountName).To(Equal("sluice-qualify"))
+		Expect(*pod.SecurityContext.RunAsNonRoot).To(BeTrue())
+		sc := pod.Containers[0].SecurityContext
+		Expect(*sc.ReadOnlyRootFilesystem).To(BeTrue())
+		Expect(*sc.AllowPrivilegeEscalation).To(BeFalse())
+		Expect(sc.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+	})
+
+	It("grant exactly what qualification does to a tier, in the tier's namespace", func() {
+		role := typed[rbacv1.ClusterRole](objs, "ClusterRole", "sluice-qualify")
+		Expect(role.Rules).To(Equal([]rbacv1.PolicyRule{{APIGroups: []string{"sluice.dev"}, Resources: []string{"replicatiers"},
+			Verbs: []string{"get", "list", "watch", "patch"}}}))
+		binding := typed[rbacv1.RoleBinding](objs, "RoleBinding", "sluice-qualify")
+		Expect(binding.RoleRef.Kind).To(Equal("ClusterRole"))
+		Expect(binding.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "sluice-qualify", Namespace: "sluice-router"}}))
+		job := typed[batchv1.Job](objs, "Job", "sluice-qualify")
+		tier := flagValue(job.Spec.Template.Spec.Containers[0].Args, "tier")
+		Expect(tier).To(HavePrefix(binding.Namespace+"/"), "the binding's namespace is the tier's")
+	})
+
+	It("are accepted by the API server", func(ctx context.Context) {
+		for _, u := range objs {
+			if ns := u.GetNamespace(); ns != "" {
+				Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+			}
+		}
+		for _, u := range objs {
+			Expect(k8sClient.Create(ctx, u, client.DryRunAll)).To(Succeed(), "%s %s", u.GetKind(), u.GetName())
+		}
 	})
 })
