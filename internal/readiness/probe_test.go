@@ -16,9 +16,9 @@ const served = "meta-llama/Llama-3.1-70B-Instruct"
 func TestModelOwner(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"object":"list","data":[{"id":"lora"},{"id":"` + served + `","owned_by":"vllm"}]}`: "vllm",
-		`{"object":"list","data":[{"id":"` + served + `","owned_by":"enginesim"}]}`:            "enginesim",
-		`{"object":"list","data":[{"id":"` + served + `"}]}`:                                   "",
-		`{"object":"list","data":[{"id":"` + served + `","owned_by":7}]}`:                      "",
+		`{"object":"list","data":[{"id":"` + served + `","owned_by":"enginesim"}]}`:          "enginesim",
+		`{"object":"list","data":[{"id":"` + served + `"}]}`:                                 "",
+		`{"object":"list","data":[{"id":"` + served + `","owned_by":7}]}`:                    "",
 	} {
 		if got, err := ModelOwner([]byte(body), served); err != nil || got != want {
 			t.Errorf("ModelOwner(%s) = %q, %v; want %q", body, got, err, want)
