@@ -12,7 +12,8 @@ import (
 )
 
 // Scenario 0 (admission core) constants: the Go benchmarks of
-// internal/admission that SPEC §12's first target is about.
+// internal/admission that the admission core's targets are about
+// (docs/BENCHMARKS.md#targets).
 const (
 	// coreCount is go test's -count: medians of five runs.
 	coreCount = 5
@@ -28,7 +29,7 @@ const (
 	// benchTiers64 is the 64-tier case.
 	benchTiers64 = "BenchmarkAcquireReleaseTiers/tiers=64"
 	// sameCostTolerance is how much more a decision among 64 tiers may
-	// cost than among one and still count as "the same" (SPEC §12 gives no
+	// cost than among one and still count as "the same" (the target names no
 	// number; run-to-run noise on this machine is about this large).
 	sameCostTolerance = 1.25
 )
@@ -113,8 +114,8 @@ type coreResult struct {
 	Tiers64VsTiers1 float64 `json:"tiers64_vs_tiers1"`
 }
 
-// summarizeCore takes the medians per benchmark and picks the rows SPEC
-// §12 judges; a missing one is an error.
+// summarizeCore takes the medians per benchmark and picks the rows the
+// targets judge (docs/BENCHMARKS.md#targets); a missing one is an error.
 func summarizeCore(lines []goBenchLine) (coreResult, error) {
 	var res coreResult
 	byName := map[string][]goBenchLine{}

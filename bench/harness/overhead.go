@@ -19,7 +19,7 @@ const (
 	// instant engine never queues a request.
 	overheadMaxNumSeqs = 64
 	// saturationConns is the connection count of the throughput runs
-	// (SPEC §12).
+	// (docs/BENCHMARKS.md#targets).
 	saturationConns = 32
 	// saturationThreads is wrk's thread count at saturation, one per core
 	// of the 2-core machine.

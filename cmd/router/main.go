@@ -31,7 +31,7 @@ import (
 // Defaults and bounds of the flags.
 const (
 	// defaultDecisionLogSize is the decision ring buffer's default size
-	// (SPEC §10).
+	// (docs/EVIDENCE.md#2-storage).
 	defaultDecisionLogSize = 4096
 	// maxDecisionLogSize bounds the ring buffer: a record is a few hundred
 	// bytes, so a million is a few hundred MiB, more than any router needs.

@@ -14,8 +14,8 @@ import (
 
 const (
 	// MaxMembers bounds the members registered in one Cache, across all its
-	// tiers. It is the router-wide bound of SPEC §8 (sixteen full tiers of
-	// sixteen) and bounds the queue, since each member has at most one
+	// tiers. It is the router-wide member bound
+	// (docs/CONFIGURATION.md#1-router-flags: sixteen full tiers of sixteen) and bounds the queue, since each member has at most one
 	// pending refresh.
 	MaxMembers = 256
 
@@ -27,7 +27,7 @@ const (
 	MaxTierMembers = scheduler.MaxMembers
 
 	// MaxWorkers bounds the goroutines that collect samples for the whole
-	// Cache (SPEC §8). Two let one stalled endpoint hold a worker without
+	// Cache (docs/PRESSURE.md#the-cache). Two let one stalled endpoint hold a worker without
 	// stopping every other member's refresh, while collection never occupies
 	// more than two goroutines on a router that shares a small host with its
 	// engines. The price is paid under mass failure: if all 256 members stall
@@ -209,7 +209,8 @@ func (c *Cache) Reconfigure(tiers []Tier) error {
 	return nil
 }
 
-// validate checks a whole configuration against the bounds of SPEC §8.
+// validate checks a whole configuration against the registration bounds
+// of docs/PRESSURE.md#the-cache.
 func validate(tiers []Tier) error {
 	total := 0
 	keys := make(map[string]bool, len(tiers))

@@ -154,7 +154,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveInference runs the gates, admission and the single upstream attempt
-// of one inference request, in the order of SPEC §5.2.
+// of one inference request, in the order of docs/ROUTER.md#2-request-path.
 func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	o := Outcome{Start: rt.clock.Now(), RequestID: rt.ids.requestID(r.Header)}
 	idHeader := []string{o.RequestID} // shared by the response and the upstream request; never appended to.
