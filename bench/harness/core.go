@@ -12,8 +12,8 @@ import (
 )
 
 // Scenario 0 (admission core) constants: the Go benchmarks of
-// internal/admission that the first target of docs/BENCHMARKS.md#targets is
-// about.
+// internal/admission that the admission core's targets are about
+// (docs/BENCHMARKS.md#targets).
 const (
 	// coreCount is go test's -count: medians of five runs.
 	coreCount = 5
@@ -29,7 +29,7 @@ const (
 	// benchTiers64 is the 64-tier case.
 	benchTiers64 = "BenchmarkAcquireReleaseTiers/tiers=64"
 	// sameCostTolerance is how much more a decision among 64 tiers may
-	// cost than among one and still count as "the same" (the target gives no
+	// cost than among one and still count as "the same" (the target names no
 	// number; run-to-run noise on this machine is about this large).
 	sameCostTolerance = 1.25
 )

@@ -96,8 +96,9 @@ type hiddenRow struct {
 	Requests int     `json:"requests_per_run"`
 }
 
-// hiddenSummary is scenario 2's table and the target ratios (medians
-// over rounds of the same-round ratios).
+// hiddenSummary is scenario 2's table and the ratios its targets judge
+// (docs/BENCHMARKS.md#targets; medians over rounds of the same-round
+// ratios).
 type hiddenSummary struct {
 	Rows []hiddenRow `json:"rows"`
 	// CapacityVsRoundRobinP99 is Capacity's e2e p99 over RoundRobin's.

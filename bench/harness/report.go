@@ -46,7 +46,8 @@ type results struct {
 	Verdicts []verdict       `json:"verdicts"`
 }
 
-// verdict is one target against its measurement.
+// verdict is one target of docs/BENCHMARKS.md#targets against its
+// measurement.
 type verdict struct {
 	// Target quotes the target.
 	Target string `json:"target"`
@@ -56,7 +57,8 @@ type verdict struct {
 	Met bool `json:"met"`
 }
 
-// verdicts judges the measurements against the targets.
+// verdicts judges the measurements against the targets of
+// docs/BENCHMARKS.md#targets.
 func (r *results) verdicts() []verdict {
 	var out []verdict
 	if c := r.Core; c != nil {
@@ -268,7 +270,7 @@ func summaryMarkdown(r *results) string {
 		fmt.Fprintf(&b, "\nRouter peak RSS over the whole scenario (VmHWM): %.1f MiB.\n\n", mib(s.HWMKiB))
 	}
 	if len(r.Verdicts) > 0 {
-		b.WriteString("## Verdicts against the targets\n\n| target | measured | verdict |\n|---|---|---|\n")
+		b.WriteString("## Verdicts\n\nAgainst the targets of docs/BENCHMARKS.md#targets.\n\n| target | measured | verdict |\n|---|---|---|\n")
 		for _, v := range r.Verdicts {
 			verdict := "**not met**"
 			if v.Met {

@@ -12,7 +12,8 @@ import (
 
 // Scenario 3 (concurrent SSE streams) constants.
 const (
-	// streamsCount is the number of concurrent streams (docs/BENCHMARKS.md#targets).
+	// streamsCount is the number of concurrent streams
+	// (docs/BENCHMARKS.md#targets).
 	streamsCount = 1000
 	// streamsEngines is the number of engines behind the router.
 	streamsEngines = 3

@@ -60,8 +60,8 @@ func evidenceEngine(t *testing.T, probed chan<- struct{}) *httptest.Server {
 
 // TestRunEvidence runs the command with a Capacity tier, a decision log
 // file and both tokens, sends requests through every input with markers
-// planted, and checks: GET /metrics is open and carries the documented metrics (docs/EVIDENCE.md#6-metrics),
-// the decision endpoints need the admin token and explain the Capacity
+// planted, and checks: GET /metrics is open and carries the metrics of
+// docs/EVIDENCE.md#6-metrics, the decision endpoints need the admin token and explain the Capacity
 // selection, the file holds exactly one record per request once run
 // returns, and no marker, address, credential or Go error text appears in
 // any metric, record, summary, file or log line.

@@ -7,7 +7,8 @@ import (
 
 // Bounds of the in-memory decision log.
 const (
-	// DefaultLogSize is the ring buffer's default capacity (docs/EVIDENCE.md#2-storage).
+	// DefaultLogSize is the ring buffer's default capacity
+	// (docs/EVIDENCE.md#2-storage).
 	DefaultLogSize = 4096
 	// MaxLogSize bounds the ring buffer: a record takes about 200 bytes
 	// plus its scheduler payload, so a million is a few hundred MiB, more

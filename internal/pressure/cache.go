@@ -14,8 +14,8 @@ import (
 
 const (
 	// MaxMembers bounds the members registered in one Cache, across all its
-	// tiers. It is the router-wide member bound (docs/PRESSURE.md#the-cache: sixteen full tiers of
-	// sixteen) and bounds the queue, since each member has at most one
+	// tiers. It is the router-wide member bound
+	// (docs/CONFIGURATION.md#1-router-flags: sixteen full tiers of sixteen) and bounds the queue, since each member has at most one
 	// pending refresh.
 	MaxMembers = 256
 
@@ -209,7 +209,8 @@ func (c *Cache) Reconfigure(tiers []Tier) error {
 	return nil
 }
 
-// validate checks a whole configuration against the bounds of docs/PRESSURE.md#the-cache.
+// validate checks a whole configuration against the registration bounds
+// of docs/PRESSURE.md#the-cache.
 func validate(tiers []Tier) error {
 	total := 0
 	keys := make(map[string]bool, len(tiers))

@@ -15,8 +15,8 @@ import (
 const (
 	// FetchTimeout bounds one metrics request, and is the elapsed time (by
 	// the Cache's clock) after which a fetch is failed even if it returned
-	// data: a sample that old no longer describes the engine, and
-	// docs/PRESSURE.md#fetching fixes it at one second.
+	// data: a sample that old no longer describes the engine
+	// (docs/PRESSURE.md#fetching).
 	FetchTimeout = time.Second
 
 	// MaxBodyBytes bounds a metrics body. A busy vLLM exposition is tens of

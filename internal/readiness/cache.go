@@ -22,7 +22,7 @@ const (
 
 	// MaxMembers bounds the members registered across all tiers. Each member
 	// has one prober goroutine, so this bounds the goroutines too; it is the
-	// router-wide member bound of docs/PRESSURE.md#the-cache.
+	// router-wide member bound (docs/CONFIGURATION.md#1-router-flags).
 	MaxMembers = 256
 
 	// MaxTierMembers is the largest tier, the ReplicaTier API bound.

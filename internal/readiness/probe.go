@@ -13,8 +13,7 @@ import (
 const (
 	// ProbeTimeout bounds one models request, and is the elapsed time (by
 	// the Cache's clock) after which a probe counts as not ready even if it
-	// succeeded: docs/PRESSURE.md#readiness-internalreadiness fixes it at
-	// one second.
+	// succeeded (docs/PRESSURE.md#readiness-internalreadiness).
 	ProbeTimeout = time.Second
 
 	// MaxBodyBytes bounds a models body. A model list is a few hundred bytes

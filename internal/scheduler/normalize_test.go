@@ -162,7 +162,7 @@ func TestNormalize(t *testing.T) {
 
 func TestNormalizeMonotonicEdges(t *testing.T) {
 	if scheduler.MaxSampleAge != 5*time.Second {
-		t.Fatalf("MaxSampleAge = %v, want 5s as docs/SCORING.md#freshness-classes fixes it", scheduler.MaxSampleAge)
+		t.Fatalf("MaxSampleAge = %v, want 5s as docs/SCORING.md#freshness-classes states", scheduler.MaxSampleAge)
 	}
 	// Times carrying a monotonic reading (as from a real clock) compare by it.
 	observedAt := time.Now()

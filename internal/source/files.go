@@ -32,7 +32,8 @@ const (
 	// MaxFiles bounds the manifest files read from the directory; more are
 	// reported as a directory error and ignored.
 	MaxFiles = 256
-	// MaxMembers bounds the members of all tiers of one router (docs/PRESSURE.md#the-cache):
+	// MaxMembers bounds the members of all tiers of one router
+	// (docs/CONFIGURATION.md#1-router-flags):
 	// the readiness probes and the pressure cache are sized for it. Files
 	// whose tiers would exceed it, in file name order, are ignored and
 	// reported.

@@ -18,8 +18,9 @@ const (
 	// few hundred members four times a second costs nothing.
 	DefaultInterval = 250 * time.Millisecond
 	// MinWriteInterval is the rate limit: at most one write per tier per
-	// second (docs/KUBERNETES.md#4-router-status-internalstatus). Transitions inside the window are coalesced into
-	// the next write, which carries the latest report.
+	// second (docs/KUBERNETES.md#4-router-status-internalstatus).
+	// Transitions inside the window are coalesced into the next write, which
+	// carries the latest report.
 	MinWriteInterval = time.Second
 	// MaxBackoff caps the pause after consecutive failed writes: one router
 	// per node must not hammer an API server that is down.

@@ -1,10 +1,11 @@
-// Package telemetry owns the router's Prometheus metrics (docs/EVIDENCE.md#6-metrics), built
-// with client_golang: a collector that projects the capacity view
-// (admission counts, ceilings, readiness and cached pressure) at scrape
-// time, the request counters and histograms fed once per request through
-// the router's Recorder seam, the pressure fetch counters and sample ages
-// fed by a wrapper around the pressure cache's Collector, and the decision
-// log's drop counters. Handler serves them on the admin listener.
+// Package telemetry owns the router's Prometheus metrics
+// (docs/EVIDENCE.md#6-metrics), built with client_golang: a collector that
+// projects the capacity view (admission counts, ceilings, readiness and
+// cached pressure) at scrape time, the request counters and histograms fed
+// once per request through the router's Recorder seam, the pressure fetch
+// counters and sample ages fed by a wrapper around the pressure cache's
+// Collector, and the decision log's drop counters. Handler serves them on
+// the admin listener.
 //
 // Labels are limited to tier, member, outcome, reason, freshness and
 // result, whose values come from the configuration or from closed enum
