@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/memberhttp"
 	"github.com/sluice-dev/sluice/internal/transition"
 )
 
@@ -87,8 +88,9 @@ type Options struct {
 	MaxTokens int
 	// OutDir receives report.json, chart.png and summary.txt.
 	OutDir string
-	// HTTPClient sends every request to members and the router; nil means
-	// a client without proxy or retries.
+	// HTTPClient reads the members' model lists and versions and the
+	// router's decision summary; nil means the probes' client: no proxy,
+	// no redirects, bounded waits. The load itself goes through bench/loadgen's own client.
 	HTTPClient *http.Client
 }
 
@@ -133,7 +135,7 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("max tokens must be 1..65536")
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 64}}
+		o.HTTPClient = memberhttp.NewClient(memberReadTimeout)
 	}
 	o.RouterURL = strings.TrimSuffix(o.RouterURL, "/")
 	o.AdminURL = strings.TrimSuffix(o.AdminURL, "/")

@@ -136,7 +136,7 @@ func (p *Plan) load(baseURL, model string, concurrency int, d time.Duration) loa
 	return loadgen.Config{
 		BaseURL: baseURL, APIKey: p.opts.APIKey, Model: model, API: loadgen.ChatCompletions, IncludeUsage: true,
 		MaxTokens: p.opts.MaxTokens, Mode: loadgen.ClosedLoop, Concurrency: concurrency, Duration: d,
-		RequestTimeout: requestTimeoutFactor * max(d, time.Minute), CountHeader: memberHeader, Client: p.opts.HTTPClient,
+		RequestTimeout: requestTimeoutFactor * max(d, time.Minute), CountHeader: memberHeader,
 	}
 }
 
