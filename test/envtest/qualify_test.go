@@ -109,7 +109,7 @@ var _ = Describe("Qualification", func() {
 
 	readReport := func(out string) qualify.Report {
 		var rep qualify.Report
-		b, err := os.ReadFile(filepath.Join(out, qualify.ReportFile))
+		b, err := os.ReadFile(filepath.Join(out, qualify.ReportFile)) //nolint:gosec // the spec's own directory.
 		Expect(err).NotTo(HaveOccurred())
 		Expect(json.Unmarshal(b, &rep)).To(Succeed())
 		for _, f := range []string{qualify.SummaryFile, qualify.ChartFile} {
@@ -189,7 +189,7 @@ var _ = Describe("Qualification", func() {
 		Expect(t.Spec.Quiesce == nil || (t.Spec.Quiesce.Tier == "" && len(t.Spec.Quiesce.Members) == 0)).To(BeTrue(),
 			"quiesce intent left behind: %+v", t.Spec.Quiesce)
 		Expect(t.Annotations).NotTo(HaveKey(sluicev1.AnnotationAccepted), "qualification never promotes")
-		summary, err := os.ReadFile(filepath.Join(out, qualify.SummaryFile))
+		summary, err := os.ReadFile(filepath.Join(out, qualify.SummaryFile)) //nolint:gosec // the spec's own directory.
 		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Printf("%s", summary)
 		Expect(string(summary)).To(ContainSubstring("Synthetic evidence cannot promote a tier"))
