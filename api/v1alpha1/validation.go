@@ -12,14 +12,30 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// The member id and quiesce reason grammars, exported for callers that check
+// input before it reaches the API server (the kubectl plugin's MCP server).
+// They repeat the CRD markers on Member.ID and QuiesceReason; the validation
+// table in test/envtest runs every rule against both.
+const (
+	// MemberIDPattern is the grammar of a member id: lowercase ASCII
+	// letters, digits and inner dashes.
+	MemberIDPattern = `^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`
+	// MaxMemberIDLength is the longest member id, in bytes.
+	MaxMemberIDLength = 32
+	// QuiesceReasonPattern is the grammar of a quiesce reason: 1-63
+	// lowercase ASCII letters, digits and dashes, starting with a letter or
+	// digit.
+	QuiesceReasonPattern = `^[a-z0-9][a-z0-9-]{0,62}$`
+	// MaxReasonLength is the longest quiesce reason, in bytes.
+	MaxReasonLength = 63
+)
+
 // The patterns and bounds below repeat the CRD markers on the types; the
 // validation table in test/envtest runs every rule against both.
 const (
-	memberIDPattern      = `^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`
-	aliasPattern         = `^[A-Za-z0-9][A-Za-z0-9._:/-]*$`
-	quiesceReasonPattern = `^[a-z0-9][a-z0-9-]{0,62}$`
-	tierReasonPattern    = `^([a-z0-9][a-z0-9-]{0,62})?$`
-	metricsPathPattern   = `^/[A-Za-z0-9._~/-]*$`
+	aliasPattern       = `^[A-Za-z0-9][A-Za-z0-9._:/-]*$`
+	tierReasonPattern  = `^([a-z0-9][a-z0-9-]{0,62})?$`
+	metricsPathPattern = `^/[A-Za-z0-9._~/-]*$`
 	// endpointHostPattern is the endpoint CEL rule's regular expression: the
 	// host after the scheme (and any user info, which another rule rejects)
 	// is localhost, a dotted IPv4 address or a bracketed IPv6 literal. A
@@ -31,10 +47,8 @@ const (
 	maxNodeNameLength    = 253
 	maxAliasLength       = 128
 	maxServedModelLength = 256
-	maxMemberIDLength    = 32
 	maxEndpointLength    = 256
 	maxMetricsPathLength = 256
-	maxReasonLength      = 63
 
 	// minUpstreamTimeout and maxUpstreamTimeout bound both upstream
 	// timeouts: below a second an engine's first token cannot arrive, above
@@ -57,9 +71,9 @@ const (
 )
 
 var (
-	memberIDRE      = regexp.MustCompile(memberIDPattern)
+	memberIDRE      = regexp.MustCompile(MemberIDPattern)
 	aliasRE         = regexp.MustCompile(aliasPattern)
-	quiesceReasonRE = regexp.MustCompile(quiesceReasonPattern)
+	quiesceReasonRE = regexp.MustCompile(QuiesceReasonPattern)
 	tierReasonRE    = regexp.MustCompile(tierReasonPattern)
 	metricsPathRE   = regexp.MustCompile(metricsPathPattern)
 	endpointHostRE  = regexp.MustCompile(endpointHostPattern)
@@ -160,7 +174,7 @@ func validateMembers(members []Member, path *field.Path) field.ErrorList {
 	for i := range members {
 		m := &members[i]
 		p := path.Index(i)
-		errs = append(errs, validateString(m.ID, p.Child("id"), 1, maxMemberIDLength, memberIDRE)...)
+		errs = append(errs, validateString(m.ID, p.Child("id"), 1, MaxMemberIDLength, memberIDRE)...)
 		if seen[m.ID] {
 			errs = append(errs, field.Duplicate(p, map[string]any{"id": m.ID}))
 		}
@@ -234,8 +248,8 @@ func validateTimeout(d *metav1.Duration, path *field.Path, msg string) field.Err
 
 func validateQuiesce(q *QuiesceSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if len(q.Tier) > maxReasonLength {
-		errs = append(errs, field.TooLong(path.Child("tier"), "", maxReasonLength))
+	if len(q.Tier) > MaxReasonLength {
+		errs = append(errs, field.TooLong(path.Child("tier"), "", MaxReasonLength))
 	} else if !tierReasonRE.MatchString(q.Tier) {
 		errs = append(errs, field.Invalid(path.Child("tier"), q.Tier, "should match '"+tierReasonPattern+"'"))
 	}
@@ -245,7 +259,7 @@ func validateQuiesce(q *QuiesceSpec, path *field.Path) field.ErrorList {
 	}
 	for _, id := range sortedKeys(q.Members) {
 		// The API server names a map value's path with a dot, not brackets.
-		errs = append(errs, validateString(string(q.Members[id]), mp.Child(id), 1, maxReasonLength, quiesceReasonRE)...)
+		errs = append(errs, validateString(string(q.Members[id]), mp.Child(id), 1, MaxReasonLength, quiesceReasonRE)...)
 	}
 	return errs
 }

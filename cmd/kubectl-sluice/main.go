@@ -1,6 +1,8 @@
 // Command kubectl-sluice is the sluice kubectl plugin: `kubectl sluice
-// status|quiesce|readmit|drain TIER [--member ID]`. Put it on PATH and kubectl
-// finds it. The logic lives in internal/plugin; this command only runs it.
+// status|quiesce|readmit|drain TIER [--member ID]`, and `kubectl sluice mcp`,
+// an MCP server offering the same transitions to agents on stdin and stdout.
+// Put it on PATH and kubectl finds it. The logic lives in internal/plugin and
+// internal/mcpserver; this command only runs it.
 package main
 
 import (

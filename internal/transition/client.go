@@ -42,7 +42,7 @@ var (
 )
 
 // reasonRE is the quiesce reason pattern of the ReplicaTier API.
-var reasonRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+var reasonRE = regexp.MustCompile(v1alpha1.QuiesceReasonPattern)
 
 // Client reads and patches ReplicaTiers in one namespace. Its zero value is
 // not usable: Client and Namespace must be set.

@@ -35,6 +35,17 @@ import (
 // the generation Drain wrote (or read) are skipped, so a lagging list is
 // never mistaken for a readmit or for a finished drain.
 func (c *Client) Drain(ctx context.Context, name, member string, timeout time.Duration) (*v1alpha1.ReplicaTier, string, error) {
+	return c.DrainWithReason(ctx, name, member, DefaultDrainReason, timeout)
+}
+
+// DrainWithReason is Drain quiescing with reason instead of
+// DefaultDrainReason when the scope is not quiesced yet; a scope already
+// quiesced keeps its reason. A malformed reason fails with ErrInvalidReason
+// before any request.
+func (c *Client) DrainWithReason(ctx context.Context, name, member, reason string, timeout time.Duration) (*v1alpha1.ReplicaTier, string, error) {
+	if err := CheckReason(reason); err != nil {
+		return nil, "", err
+	}
 	t, err := c.Get(ctx, name)
 	if err != nil {
 		return nil, "", err
@@ -43,7 +54,6 @@ func (c *Client) Drain(ctx context.Context, name, member string, timeout time.Du
 		return nil, "", err
 	}
 	if Intent(t, member) == "" {
-		reason := DefaultDrainReason
 		if t, err = c.patch(ctx, t, quiescePatch(member, &reason)); err != nil {
 			return nil, "", err
 		}

@@ -397,3 +397,43 @@ func TestNewStatus(t *testing.T) {
 		t.Fatalf("embed status = %+v", s)
 	}
 }
+
+// TestDrainWithReason proves the reason given quiesces an admitting scope,
+// a quiesced scope keeps its own, and a malformed one is refused before
+// any request.
+func TestDrainWithReason(t *testing.T) {
+	e := tt.New(t)
+	c := newClient(e, true)
+	_, msg, err := c.DrainWithReason(context.Background(), "llama", "gpu0", "driver-update", time.Minute)
+	if err != nil || msg != "replicatier.sluice.dev/llama member gpu0 quiesced (driver-update); not waiting for the drain (server dry run)" {
+		t.Fatalf("%v %q", err, msg)
+	}
+	if p := e.TakePatches(); len(p) != 1 || p[0].Body != `{"spec":{"quiesce":{"members":{"gpu0":"driver-update"}}}}` || !p[0].DryRun {
+		t.Fatalf("patches %+v", p)
+	}
+	_, msg, err = c.DrainWithReason(context.Background(), "llama", "gpu1", "driver-update", time.Minute)
+	if err != nil || !strings.Contains(msg, "already quiesced (maintenance)") || len(e.TakePatches()) != 0 {
+		t.Fatalf("%v %q", err, msg)
+	}
+	_, _, err = c.DrainWithReason(context.Background(), "nope", "", "Bad Reason", time.Minute)
+	if !errors.Is(err, transition.ErrInvalidReason) {
+		t.Fatalf("err = %v, want ErrInvalidReason before the tier is read", err)
+	}
+}
+
+func TestList(t *testing.T) {
+	e := tt.New(t)
+	c := newClient(e, false)
+	tiers, truncated, err := c.List(context.Background(), 10)
+	if err != nil || truncated || len(tiers) != 2 {
+		t.Fatalf("List(10) = %d tiers, truncated %v, %v", len(tiers), truncated, err)
+	}
+	tiers, truncated, err = c.List(context.Background(), 1)
+	if err != nil || !truncated || len(tiers) != 1 {
+		t.Fatalf("List(1) = %d tiers, truncated %v, %v", len(tiers), truncated, err)
+	}
+	c.Namespace = "other"
+	if tiers, _, err := c.List(context.Background(), 10); err != nil || len(tiers) != 0 {
+		t.Fatalf("List in another namespace = %d tiers, %v", len(tiers), err)
+	}
+}

@@ -46,7 +46,7 @@ type Patch struct {
 // members gpu0 and gpu1, gpu1 quiesced with reason maintenance and Drained,
 // generation 3 applied by the router on gpu-node-1) and embed (a direct
 // tier, one member gpu0, no status). Real patches raise the generation as
-// the API server does; dry runs store nothing.
+// the API server does; dry runs store nothing; lists honour their limit.
 type Env struct {
 	// Client is the client under test: it records patches and signals
 	// watches.
@@ -123,7 +123,17 @@ func New(t testing.TB) *Env {
 				l.Items = []v1alpha1.ReplicaTier{*stale.DeepCopy()}
 				return nil
 			}
-			return c.List(ctx, list, opts...)
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			// Honour Limit as the API server does; the fake store
+			// ignores it.
+			lo := &client.ListOptions{}
+			lo.ApplyOptions(opts)
+			if l, ok := list.(*v1alpha1.ReplicaTierList); ok && lo.Limit > 0 && int64(len(l.Items)) > lo.Limit {
+				l.Items, l.Continue = l.Items[:lo.Limit], "more"
+			}
+			return nil
 		},
 	})
 	return e

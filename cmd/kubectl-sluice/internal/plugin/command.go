@@ -92,7 +92,7 @@ func newCommand(streams genericiooptions.IOStreams, connect connectFunc) *cobra.
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	root.PersistentFlags().StringVarP(&c.output, "output", "o", outputTable, "output format: table or json")
-	root.AddCommand(c.statusCommand(), c.quiesceCommand(), c.readmitCommand(), c.drainCommand())
+	root.AddCommand(c.statusCommand(), c.quiesceCommand(), c.readmitCommand(), c.drainCommand(), c.mcpCommand())
 	return root
 }
 

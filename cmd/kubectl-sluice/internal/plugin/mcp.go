@@ -1,0 +1,49 @@
+package plugin
+
+import (
+	"io"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/cmd/kubectl-sluice/internal/mcpserver"
+)
+
+// nopWriteCloser is a writer whose Close does nothing: the server must not
+// close the plugin's stdout.
+type nopWriteCloser struct{ io.Writer }
+
+// Close does nothing.
+func (nopWriteCloser) Close() error { return nil }
+
+// version is the plugin's module version, "devel" in a build from a
+// checkout.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+func (c *cli) mcpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve list_tiers and member_transition to agents over MCP on stdin and stdout",
+		Long: "mcp runs a Model Context Protocol server on stdin and stdout with the kubeconfig, context and namespace\n" +
+			"flags (and so the RBAC) of the user. Its tools list tiers and show, quiesce, readmit or drain a tier\n" +
+			"or member through the same requests as the other commands. Logs go to stderr. It stops when the\n" +
+			"client closes stdin.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, ns, err := c.connect()
+			if err != nil {
+				return err
+			}
+			logger := slog.New(slog.NewTextHandler(c.streams.ErrOut, nil))
+			transport := &mcp.IOTransport{Reader: io.NopCloser(c.streams.In), Writer: nopWriteCloser{c.streams.Out}}
+			return mcpserver.Serve(cmd.Context(), mcpserver.Options{Client: cl, Namespace: ns, Version: version(), Logger: logger}, transport)
+		},
+	}
+}
