@@ -11,14 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/bench/chart"
 	"github.com/sluice-dev/sluice/bench/loadgen"
 )
 
@@ -293,49 +290,17 @@ const (
 	chartWidth  = 15 * vg.Inch
 	chartHeight = 5 * vg.Inch
 	barWidth    = 7 * vg.Millimeter
-	// headroom scales each panel's y range so the legend clears the bars.
-	headroom = 1.3
 )
-
-// series is one bar series of a chart panel.
-type series struct {
-	label  string
-	values []float64
-}
-
-// barPanel builds a grouped bar chart: one group per name, one bar per
-// series.
-func barPanel(title, yLabel string, names []string, ss []series) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = title
-	p.Y.Label.Text = yLabel
-	p.Y.Min = 0
-	for i, s := range ss {
-		b, err := plotter.NewBarChart(plotter.Values(s.values), barWidth)
-		if err != nil {
-			return nil, err
-		}
-		b.LineStyle.Width = 0
-		b.Color = plotutil.Color(i)
-		b.Offset = vg.Length(float64(i)-float64(len(ss)-1)/2) * barWidth
-		p.Add(b)
-		p.Legend.Add(s.label, b)
-	}
-	p.Legend.Top = true
-	p.NominalX(names...)
-	p.Y.Max *= headroom
-	return p, nil
-}
 
 // writeChart draws three panels side by side: p50/p99 latencies per
 // strategy, each member's share of the requests, and each engine's highest
 // concurrency against its ceiling.
 func writeChart(path string, rep *report) error {
-	var lat, share, peak []series
+	var lat, share, peak []chart.Series
 	var members []string
 	ceil := []float64{}
 	for _, p := range rep.Phases {
-		lat = append(lat, series{p.Strategy, []float64{
+		lat = append(lat, chart.Series{Name: p.Strategy, Values: []float64{
 			loadgen.Milliseconds(p.TTFT.P50), loadgen.Milliseconds(p.TTFT.P99),
 			loadgen.Milliseconds(p.E2E.P50), loadgen.Milliseconds(p.E2E.P99),
 		}})
@@ -351,18 +316,18 @@ func writeChart(path string, rep *report) error {
 			sh = append(sh, 100*m.Share)
 			pk = append(pk, float64(m.MaxInFlight))
 		}
-		share = append(share, series{p.Strategy, sh})
-		peak = append(peak, series{p.Strategy, pk})
+		share = append(share, chart.Series{Name: p.Strategy, Values: sh})
+		peak = append(peak, chart.Series{Name: p.Strategy, Values: pk})
 	}
-	p1, err := barPanel("Latency", "ms", []string{"TTFT p50", "TTFT p99", "E2E p50", "E2E p99"}, lat)
+	p1, err := chart.Bars("Latency", "ms", []string{"TTFT p50", "TTFT p99", "E2E p50", "E2E p99"}, lat, barWidth)
 	if err != nil {
 		return err
 	}
-	p2, err := barPanel("Share of requests", "%", members, share)
+	p2, err := chart.Bars("Share of requests", "%", members, share, barWidth)
 	if err != nil {
 		return err
 	}
-	p3, err := barPanel("Engine max in flight vs ceiling", "requests", members, peak)
+	p3, err := chart.Bars("Engine max in flight vs ceiling", "requests", members, peak, barWidth)
 	if err != nil {
 		return err
 	}
@@ -378,24 +343,6 @@ func writeChart(path string, rep *report) error {
 			p3.Legend.Add("ceiling", l)
 		}
 	}
-	p3.Y.Max = max(p3.Y.Max, slices.Max(append(ceil, 0))*headroom)
-
-	img := vgimg.New(chartWidth, chartHeight)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 3, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 4,
-		PadTop: vg.Millimeter * 4, PadBottom: vg.Millimeter * 4, PadLeft: vg.Millimeter * 4, PadRight: vg.Millimeter * 4}
-	plots := [][]*plot.Plot{{p1, p2, p3}}
-	canvases := plot.Align(plots, tiles, dc)
-	for j, p := range plots[0] {
-		p.Draw(canvases[0][j])
-	}
-	f, err := os.Create(path) //nolint:gosec // the path is the demo's own output file.
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	p3.Y.Max = max(p3.Y.Max, slices.Max(append(ceil, 0))*chart.Headroom)
+	return chart.SavePNG(path, chartWidth, chartHeight, p1, p2, p3)
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
@@ -12,7 +11,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/sluice-dev/sluice/bench/chart"
 )
 
 // Chart geometry.
@@ -22,19 +22,13 @@ const (
 	barWidth    = 14 * vg.Millimeter
 )
 
-// barGroup is one series of a grouped bar chart.
-type barGroup struct {
-	name   string
-	values []float64
-}
-
-// headroom is the space left above the tallest bar or line for the
-// legend, as a fraction of the largest value.
-const headroom = 1.3
+// headroom is the space left above the tallest line for the legend, as a
+// fraction of the largest value; bar panels use chart.Headroom.
+const headroom = chart.Headroom
 
 // groupedBars saves a bar chart with one group of bars per category and
 // one bar per series in each group.
-func groupedBars(path, title, ylabel string, categories []string, series []barGroup) error {
+func groupedBars(path, title, ylabel string, categories []string, series []chart.Series) error {
 	p, err := groupedBarPlot(title, ylabel, categories, series)
 	if err != nil {
 		return fmt.Errorf("chart %s: %w", path, err)
@@ -42,60 +36,14 @@ func groupedBars(path, title, ylabel string, categories []string, series []barGr
 	return p.Save(chartWidth, chartHeight, path)
 }
 
-// groupedBarPlot builds the plot of groupedBars.
-func groupedBarPlot(title, ylabel string, categories []string, series []barGroup) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = title
-	p.Y.Label.Text = ylabel
-	p.Y.Min = 0
-	top := 0.0
-	n := float64(len(series))
+// groupedBarPlot builds the plot of groupedBars: bars narrow as series
+// are added beyond three, so a group keeps its width.
+func groupedBarPlot(title, ylabel string, categories []string, series []chart.Series) (*plot.Plot, error) {
 	w := barWidth
 	if len(series) > 3 {
 		w = barWidth * 3 / vg.Length(len(series))
 	}
-	for i, s := range series {
-		if len(s.values) != len(categories) {
-			return nil, fmt.Errorf("series %s has %d values for %d categories", s.name, len(s.values), len(categories))
-		}
-		bars, err := plotter.NewBarChart(plotter.Values(s.values), w)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range s.values {
-			top = max(top, v)
-		}
-		bars.LineStyle.Width = 0
-		bars.Color = plotutil.Color(i)
-		bars.Offset = vg.Length(float64(i)-(n-1)/2) * w
-		p.Add(bars)
-		p.Legend.Add(s.name, bars)
-	}
-	p.Legend.Top = true
-	p.NominalX(categories...)
-	p.Y.Max = top * headroom
-	return p, nil
-}
-
-// sideBySide saves plots next to each other in one image.
-func sideBySide(path string, plots ...*plot.Plot) error {
-	img := vgimg.New(chartWidth, chartHeight)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
-	for i, p := range plots {
-		p.Draw(canvases[0][i])
-	}
-	f, err := os.Create(path) //nolint:gosec // the harness's own results directory.
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.Bars(title, ylabel, categories, series, w)
 }
 
 // lineSeries is one line of a line chart.
@@ -142,11 +90,11 @@ func writeCharts(dir string, r *results) error {
 			p99 = append(p99, row.P99US)
 			rps = append(rps, row.RPS32)
 		}
-		left, err := groupedBarPlot("p50 at concurrency 1", "µs", names, []barGroup{{"p50", p50}})
+		left, err := groupedBarPlot("p50 at concurrency 1", "µs", names, []chart.Series{{Name: "p50", Values: p50}})
 		if err != nil {
 			return err
 		}
-		right, err := groupedBarPlot("p99 at concurrency 1", "µs", names, []barGroup{{"p99", p99}})
+		right, err := groupedBarPlot("p99 at concurrency 1", "µs", names, []chart.Series{{Name: "p99", Values: p99}})
 		if err != nil {
 			return err
 		}
@@ -154,20 +102,20 @@ func writeCharts(dir string, r *results) error {
 		right.Legend = plot.NewLegend()
 		left.X.Tick.Label.Rotation, right.X.Tick.Label.Rotation = 0.3, 0.3
 		left.X.Tick.Label.XAlign, right.X.Tick.Label.XAlign = draw.XRight, draw.XRight
-		if err := sideBySide(filepath.Join(dir, "overhead-latency.png"), left, right); err != nil {
+		if err := chart.SavePNG(filepath.Join(dir, "overhead-latency.png"), chartWidth, chartHeight, left, right); err != nil {
 			return err
 		}
 		if err := groupedBars(filepath.Join(dir, "overhead-throughput.png"),
 			"Throughput at 32 connections (wrk, median of rounds)", "requests/s", names,
-			[]barGroup{{"req/s", rps}}); err != nil {
+			[]chart.Series{{Name: "req/s", Values: rps}}); err != nil {
 			return err
 		}
 	}
 	if h := r.Hidden; h != nil {
 		cats := []string{"TTFT p50", "TTFT p99", "e2e p50", "e2e p99"}
-		var series []barGroup
+		var series []chart.Series
 		for _, row := range h.Summary.Rows {
-			series = append(series, barGroup{row.Name, []float64{row.TTFTP50, row.TTFTP99, row.E2EP50, row.E2EP99}})
+			series = append(series, chart.Series{Name: row.Name, Values: []float64{row.TTFTP50, row.TTFTP99, row.E2EP50, row.E2EP99}})
 		}
 		if err := groupedBars(filepath.Join(dir, "hidden-load.png"),
 			"One engine under hidden load: streaming latency (median of rounds)", "ms", cats, series); err != nil {
