@@ -74,6 +74,7 @@ type QuiesceReason string
 // +kubebuilder:validation:XValidation:rule="!has(self.strategy) || size(self.members) > 1",message="strategy must not be set on a direct tier (one member)"
 // +kubebuilder:validation:XValidation:rule="!has(self.strategy) || self.strategy != 'Capacity' || self.members.all(m, has(m.maxConcurrency))",message="every member needs maxConcurrency when strategy is Capacity"
 // +kubebuilder:validation:XValidation:rule="!has(self.quiesce) || !has(self.quiesce.members) || self.quiesce.members.all(k, self.members.exists(m, m.id == k))",message="quiesce.members keys must be member ids"
+// +kubebuilder:validation:XValidation:rule="!has(self.quiesce) || !has(self.quiesce.members) || size(self.quiesce.members) == 0 || size(self.members) > 1",message="quiesce.members must be empty on a direct tier (one member): quiesce the tier instead"
 type ReplicaTierSpec struct {
 	// NodeName is the node whose router owns this tier. The router lists
 	// tiers with a field selector on it.

@@ -62,6 +62,7 @@ const (
 	msgDirectStrategy   = "strategy must not be set on a direct tier (one member)"
 	msgCapacityCeilings = "every member needs maxConcurrency when strategy is Capacity"
 	msgQuiesceKeys      = "quiesce.members keys must be member ids"
+	msgDirectQuiesce    = "quiesce.members must be empty on a direct tier (one member): quiesce the tier instead"
 	msgEndpointURL      = "endpoint must be an absolute http or https URL"
 	msgEndpointHost     = "endpoint host must be localhost or an IP literal"
 	msgEndpointParts    = "endpoint must not contain user info, a query or a fragment"
@@ -133,6 +134,9 @@ func ValidateSpec(s *ReplicaTierSpec, path *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(path, "object", msgQuiesceKeys))
 				break
 			}
+		}
+		if len(s.Quiesce.Members) > 0 && len(s.Members) <= 1 {
+			errs = append(errs, field.Invalid(path, "object", msgDirectQuiesce))
 		}
 	}
 	return errs

@@ -495,6 +495,12 @@ func (a *Admin) drain(w http.ResponseWriter, r *http.Request) {
 	member := r.URL.Query().Get("member")
 	scope := admission.TierScope()
 	if member != "" {
+		if len(ts.cfg.Load().ids) == 1 {
+			// A direct tier's intent is the tier's (docs/API.md): its one
+			// member is never quiesced on its own.
+			errDirectTierMember.write(w)
+			return
+		}
 		scope = admission.MemberScope(member)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)

@@ -241,6 +241,30 @@ func TestAdminTiers(t *testing.T) {
 	}
 }
 
+// TestAdminDrainDirectTier proves a direct tier has no member scope: a
+// drain naming its member is refused with 409 direct_tier, quiesced or
+// not, while the tier's own drain works.
+func TestAdminDrainDirectTier(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	solo := newUpstream(t, "solo", nil)
+	f.apply(newTier("ns/direct", []string{"direct"}, "", []memberSpec{{"solo", solo.srv.URL, 2}}))
+	drain := func(query string) (int, []byte) {
+		return f.adminDo(http.MethodPost, "/admin/v1/tiers/ns/direct/drain"+query, nil)
+	}
+	if status, body := drain("?member=solo"); status != http.StatusConflict || errorCode(t, body) != "direct_tier" {
+		t.Fatalf("member drain of a direct tier = %d %s, want 409 direct_tier", status, body)
+	}
+	f.apply(newTier("ns/direct", []string{"direct"}, "", []memberSpec{{"solo", solo.srv.URL, 2}}, func(s *v1alpha1.ReplicaTierSpec) {
+		s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "upgrade"}
+	}))
+	if status, body := drain("?member=solo"); status != http.StatusConflict || errorCode(t, body) != "direct_tier" {
+		t.Fatalf("member drain of a quiesced direct tier = %d %s, want 409 direct_tier", status, body)
+	}
+	if status, body := drain(""); status != http.StatusOK || !strings.Contains(string(body), `"drained": true`) {
+		t.Fatalf("tier drain of a quiesced direct tier = %d %s, want 200 drained", status, body)
+	}
+}
+
 func TestAdminDrain(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	release := make(chan struct{})

@@ -70,6 +70,8 @@ var (
 		"No such tier on this router.")
 	errMemberNotFound = newAPIError(http.StatusNotFound, typeInvalidRequest, "member_not_found",
 		"No such member in the tier.")
+	errDirectTierMember = newAPIError(http.StatusConflict, typeInvalidRequest, "direct_tier",
+		"A direct tier (one member) has no member scope; drain the tier.")
 	errNotQuiesced = newAPIError(http.StatusConflict, typeInvalidRequest, "not_quiesced",
 		"The scope is not quiesced; quiesce it in the ReplicaTier first.")
 	errDrainTimeout = newAPIError(http.StatusGatewayTimeout, typeServer, "drain_timeout",

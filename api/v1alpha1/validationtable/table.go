@@ -189,6 +189,16 @@ func Rows() []Row {
 		{Desc: "quiesce key that is not a member", Mutate: func(t *sluicev1.ReplicaTier) {
 			t.Spec.Quiesce = &sluicev1.QuiesceSpec{Members: map[string]sluicev1.QuiesceReason{"gpu9": "maintenance"}}
 		}, WantErrors: []string{"quiesce.members keys must be member ids"}},
+		{Desc: "member quiesce on a direct tier", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Strategy = ""
+			t.Spec.Members = t.Spec.Members[:1]
+			t.Spec.Quiesce = &sluicev1.QuiesceSpec{Members: map[string]sluicev1.QuiesceReason{"gpu0": "maintenance"}}
+		}, WantErrors: []string{"quiesce.members must be empty on a direct tier (one member): quiesce the tier instead"}},
+		{Desc: "valid tier quiesce on a direct tier", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Strategy = ""
+			t.Spec.Members = t.Spec.Members[:1]
+			t.Spec.Quiesce = &sluicev1.QuiesceSpec{Tier: "maintenance"}
+		}},
 		{Desc: "quiesce member reason with upper case", Mutate: func(t *sluicev1.ReplicaTier) {
 			t.Spec.Quiesce = &sluicev1.QuiesceSpec{Members: map[string]sluicev1.QuiesceReason{"gpu1": "Maintenance"}}
 		}, WantErrors: []string{"spec.quiesce.members.gpu1", "should match"}},
