@@ -83,7 +83,7 @@ var _ = Describe("Qualification", func() {
 
 	options := func(out string) qualify.Options {
 		return qualify.Options{
-			Namespace: ns, Name: "qualified", Client: c, RouterURL: r.front.URL, OutDir: out,
+			Namespace: ns, Name: "qualified", Client: c, RouterURL: r.front.URL, AdminURL: r.admin.URL, AdminToken: adminToken, OutDir: out,
 			Duration: time.Second, Sustain: 4 * time.Second, DrainTimeout: routerTimeout, MaxTokens: 4,
 		}
 	}
@@ -179,6 +179,15 @@ var _ = Describe("Qualification", func() {
 			Expect(ph.Sent).To(BeNumerically(">", 0), ph.Name)
 		}
 		Expect(onDisk.Phases[1].Members).To(HaveKey("gpu0"))
+		// The router's own decision summary, read with the admin token,
+		// holds the run's routed requests for this tier.
+		var decided struct {
+			Records int            `json:"records"`
+			Tiers   map[string]int `json:"tiers"`
+		}
+		Expect(json.Unmarshal(onDisk.DecisionSummary, &decided)).To(Succeed(), "%s", onDisk.DecisionSummary)
+		Expect(decided.Records).To(BeNumerically(">", 0), "%s", onDisk.DecisionSummary)
+		Expect(decided.Tiers[ns+"/qualified"]).To(BeNumerically(">=", min(onDisk.Phases[1].Sent, 4096)), "%s", onDisk.DecisionSummary)
 		var actions []string
 		for _, tr := range onDisk.Transitions {
 			actions = append(actions, tr.Action)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
@@ -122,11 +123,16 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
+// adminToken is the bearer token of the test routers' admin listener.
+const adminToken = "envtest-admin-token"
+
 // testRouter is a router running in-process with the kube source, the
-// readiness probes and the status reporter, wired as cmd/router wires them,
-// with its front door on loopback.
+// readiness probes, the status reporter and a decision log, wired as
+// cmd/router wires them, with its front door and its admin listener
+// (token adminToken) on loopback.
 type testRouter struct {
 	front  *httptest.Server
+	admin  *httptest.Server
 	logs   *logBuffer
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -148,8 +154,13 @@ func startRouter(restCfg *rest.Config, node string) *testRouter {
 	// Probing every second keeps a member ready for three seconds after a
 	// probe, so a busy machine's delayed probe does not fail a spec.
 	probes := readiness.New(readiness.Options{Interval: time.Second})
-	rt := router.New(router.Options{Readiness: probes, Logger: logger})
-	admin := router.NewAdmin(rt, router.AdminOptions{})
+	decisions, err := evidence.NewLog(evidence.LogOptions{Size: evidence.DefaultLogSize})
+	Expect(err).NotTo(HaveOccurred())
+	rt := router.New(router.Options{Readiness: probes, Logger: logger, Recorder: router.EvidenceRecorder(decisions)})
+	token, err := router.ParseKeys([]byte(adminToken + "\n"))
+	Expect(err).NotTo(HaveOccurred())
+	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
+	decisions.RegisterRoutes(admin.Handle)
 	view := status.NewRouterView(admin.Capacity)
 	reporter, err := status.NewReporter(status.Options{Writer: status.NewAPIWriter(c), Node: node, View: view, Logger: logger})
 	Expect(err).NotTo(HaveOccurred())
@@ -169,6 +180,7 @@ func startRouter(restCfg *rest.Config, node string) *testRouter {
 		})
 	})
 	r.front = httptest.NewServer(rt)
+	r.admin = httptest.NewServer(admin)
 	DeferCleanup(r.stop)
 	return r
 }
@@ -180,6 +192,7 @@ func (r *testRouter) stop() {
 		return
 	}
 	r.front.Close()
+	r.admin.Close()
 	r.cancel()
 	r.done.Wait()
 	r.cancel = nil
