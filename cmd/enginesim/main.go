@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/enginesim"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 const (
@@ -31,19 +32,24 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run parses args, serves until SIGTERM or SIGINT and returns the exit code.
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enginesim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := enginesim.DefaultConfig()
 	cfg.RegisterFlags(fs)
 	listen := fs.String("listen", defaultListen, "listen address")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	showVersion := fs.Bool("version", false, "print the version and revision and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		_, _ = fmt.Fprintln(stdout, version.String("enginesim"))
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

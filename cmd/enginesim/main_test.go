@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // failsafe bounds every wait so that a bug fails the test instead of hanging
@@ -31,7 +33,7 @@ func TestRunRejectsBadArguments(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			var stderr bytes.Buffer
-			if code := run(tc.args, &stderr); code == 0 {
+			if code := run(tc.args, io.Discard, &stderr); code == 0 {
 				t.Fatalf("run(%v) = 0, want a failure", tc.args)
 			}
 			if !strings.Contains(stderr.String(), tc.want) {
@@ -74,7 +76,7 @@ func TestRunServesUntilSIGTERM(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- run([]string{"--listen=127.0.0.1:0", "--model=m", "--ttft-base=0", "--itl-base=0",
-			"--ttft-per-seq=0", "--itl-per-seq=0", "--flavor=tgi"}, w)
+			"--ttft-per-seq=0", "--itl-per-seq=0", "--flavor=tgi"}, io.Discard, w)
 	}()
 	var line string
 	select {
@@ -123,5 +125,15 @@ func TestRunServesUntilSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(w.String(), "shutting down") {
 		t.Fatalf("log = %s", w.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--version"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("run(--version) = %d: %s", code, stderr.String())
+	}
+	if got, want := stdout.String(), version.String("enginesim")+"\n"; got != want {
+		t.Fatalf("--version printed %q, want %q", got, want)
 	}
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +17,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/controller"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 func main() {
@@ -29,9 +31,14 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect one active manager among replicas")
 	flag.StringVar(&leaseNS, "leader-election-namespace", "", "namespace of the leader election lease; empty means the pod's namespace")
+	showVersion := flag.Bool("version", false, "print the version and revision and exit")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.String("manager"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 

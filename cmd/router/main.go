@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // Defaults and bounds of the flags.
@@ -62,6 +63,7 @@ type config struct {
 	decisionLogFile string
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	showVersion     bool
 	kube            kubeFlags
 }
 
@@ -82,9 +84,13 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.decisionLogFile, "decision-log-file", "", "JSONL file the decision records are appended to (rotated at 64 MiB, one previous file kept as FILE.1); none means memory only")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version and revision and exit")
 	c.kube.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
+	}
+	if c.showVersion {
+		return c, nil
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -105,7 +111,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stderr, nil)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "router:", err)
@@ -123,9 +129,13 @@ type startedRouter struct {
 // run starts the router and blocks until ctx ends (SIGTERM) or a part
 // fails, then shuts down. started, when set (tests), is called once both
 // listeners are up and the first snapshot is applied.
-func run(ctx context.Context, args []string, stderr io.Writer, started func(startedRouter)) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, started func(startedRouter)) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	if cfg.showVersion {
+		_, err := fmt.Fprintln(stdout, version.String("router"))
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // failSafe bounds every wait on an event; it is a deadline for a broken
@@ -135,7 +137,7 @@ spec:
 	started := make(chan startedRouter, 1)
 	result := make(chan error, 1)
 	logs := &syncBuffer{}
-	go func() { result <- run(ctx, args, logs, func(s startedRouter) { started <- s }) }()
+	go func() { result <- run(ctx, args, io.Discard, logs, func(s startedRouter) { started <- s }) }()
 	select {
 	case s := <-started:
 		return s, result, cancel, logs
@@ -274,9 +276,22 @@ func TestRunFailsFast(t *testing.T) {
 		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--api-keys-file", filepath.Join(t.TempDir(), "none")}, "invalid key file"},
 		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--listen", "256.0.0.1:1"}, "front door listener"},
 	} {
-		err := run(context.Background(), tt.args, io.Discard, nil)
+		err := run(context.Background(), tt.args, io.Discard, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.wantErr)
 		}
+	}
+}
+
+// TestVersion: --version prints the build's version line and starts
+// nothing, even without the otherwise required --node-name.
+func TestVersion(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	var out strings.Builder
+	if err := run(context.Background(), []string{"--version"}, &out, io.Discard, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), version.String("router")+"\n"; got != want {
+		t.Fatalf("--version printed %q, want %q", got, want)
 	}
 }

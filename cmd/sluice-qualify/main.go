@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/qualify"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // Exit statuses.
@@ -99,8 +100,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, connect c
 	fs.StringVar(&o.OutDir, "out", "", "directory for report.json, chart.png and summary.txt (default qualification-NAMESPACE-NAME)")
 	fs.BoolVar(&plan, "plan", false, "print every step and change nothing")
 	fs.BoolVar(&execute, "execute", false, "run the qualification")
+	showVersion := fs.Bool("version", false, "print the version and revision and exit")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
+	}
+	if *showVersion {
+		_, _ = fmt.Fprintln(stdout, version.String("sluice-qualify"))
+		return 0
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "sluice-qualify: "+format+"\n", a...)

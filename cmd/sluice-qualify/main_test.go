@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // applied is a two-member tier the manager accepted and the router applies.
@@ -69,6 +70,7 @@ func TestRun(t *testing.T) {
 		{"no API server", []string{"--plan", "--tier", "inference/llama"}, noAPI, exitUsage, "", "no Kubernetes configuration"},
 		{"no such tier", []string{"--plan", "--tier", "inference/other"}, connectTo(applied(false)), exitUsage, "", "not found"},
 		{"quiesced tier", []string{"--plan", "--tier", "inference/llama"}, connectTo(applied(true)), exitUsage, "", "quiesced"},
+		{"version", []string{"--version"}, noAPI, exitPass, version.String("sluice-qualify") + "\n", ""},
 		{"plan", []string{"--plan", "--tier", "inference/llama", "--admin-token-file", tokenFile, "--router-admin-url", "http://127.0.0.1:9090"},
 			connectTo(applied(false)), exitPass, "Nothing has been changed", ""},
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/transition"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // DefaultDrainTimeout bounds drain's wait when --timeout is not given: long
@@ -84,9 +85,11 @@ func newCommand(streams genericiooptions.IOStreams, connect connectFunc) *cobra.
 		Short: "Inspect and change the admission of sluice ReplicaTiers",
 		Long: "kubectl sluice reads a ReplicaTier's status as the router on its node reports it, and\n" +
 			"quiesces, readmits or drains a tier or one member by patching spec.quiesce.",
+		Version:           version.Version(),
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
+	root.SetVersionTemplate(version.String("kubectl-sluice") + "\n")
 	root.SetErrPrefix("error:")
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)

@@ -3,12 +3,12 @@ package plugin
 import (
 	"io"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/cmd/kubectl-sluice/internal/mcpserver"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // nopWriteCloser is a writer whose Close does nothing: the server must not
@@ -17,15 +17,6 @@ type nopWriteCloser struct{ io.Writer }
 
 // Close does nothing.
 func (nopWriteCloser) Close() error { return nil }
-
-// version is the plugin's module version, "devel" in a build from a
-// checkout.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
 
 func (c *cli) mcpCommand() *cobra.Command {
 	return &cobra.Command{
@@ -43,7 +34,7 @@ func (c *cli) mcpCommand() *cobra.Command {
 			}
 			logger := slog.New(slog.NewTextHandler(c.streams.ErrOut, nil))
 			transport := &mcp.IOTransport{Reader: io.NopCloser(c.streams.In), Writer: nopWriteCloser{c.streams.Out}}
-			return mcpserver.Serve(cmd.Context(), mcpserver.Options{Client: cl, Namespace: ns, Version: version(), Logger: logger}, transport)
+			return mcpserver.Serve(cmd.Context(), mcpserver.Options{Client: cl, Namespace: ns, Version: version.Version(), Logger: logger}, transport)
 		},
 	}
 }

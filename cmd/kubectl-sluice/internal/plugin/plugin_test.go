@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/transition"
 	tt "github.com/sluice-dev/sluice/internal/transition/transitiontest"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // The command's tests run it against the fake API server of transitiontest:
@@ -41,6 +42,16 @@ func (e *env) run(args ...string) (string, error) {
 
 // intent is the scope's quiesce reason.
 func intent(t *v1alpha1.ReplicaTier, member string) string { return transition.Intent(t, member) }
+
+func TestVersion(t *testing.T) {
+	out, err := newEnv(t).run("--version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := version.String("kubectl-sluice") + "\n"; out != want {
+		t.Fatalf("--version printed %q, want %q", out, want)
+	}
+}
 
 func TestStatusTable(t *testing.T) {
 	e := newEnv(t)
