@@ -191,6 +191,8 @@ var _ = Describe("rendered manifests (kustomize build config/default)", func() {
 
 		svc := typed[corev1.Service](objs, "Service", "sluice-manager-metrics")
 		Expect(svc.Namespace).To(Equal(dep.Namespace))
+		// A ServiceMonitor selects the Service by these labels (docs/OPERATIONS.md#manager-metrics).
+		Expect(svc.Labels).To(Equal(dep.Labels))
 		Expect(svc.Spec.Selector).To(Equal(map[string]string{
 			"app.kubernetes.io/name": "sluice", "app.kubernetes.io/component": "manager",
 		}))
