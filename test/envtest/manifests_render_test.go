@@ -15,7 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -37,20 +39,27 @@ func renderKustomization(dir string) []*unstructured.Unstructured {
 	return out
 }
 
+// find returns the rendered object of kind and name.
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	GinkgoHelper()
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			return u
+		}
+	}
+	Fail("rendered manifests have no " + kind + " " + name)
+	return nil
+}
+
 // typed finds the rendered object of kind and name and converts it.
 func typed[T any, P interface {
 	*T
 	runtime.Object
 }](objs []*unstructured.Unstructured, kind, name string) P {
-	for _, u := range objs {
-		if u.GetKind() == kind && u.GetName() == name {
-			out := P(new(T))
-			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)).To(Succeed())
-			return out
-		}
-	}
-	Fail("rendered manifests have no " + kind + " " + name)
-	return nil
+	GinkgoHelper()
+	out := P(new(T))
+	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, kind, name).Object, out)).To(Succeed())
+	return out
 }
 
 // flagValue returns the value of --name=value in args.
@@ -75,6 +84,7 @@ var _ = Describe("rendered manifests (kustomize build config/default)", func() {
 		for _, want := range []string{
 			"CustomResourceDefinition/replicatiers.sluice.dev",
 			"Deployment/sluice-manager",
+			"Service/sluice-manager-metrics",
 			"DaemonSet/sluice-router",
 			"ServiceAccount/sluice-router",
 			"ClusterRole/sluice-router",
@@ -162,6 +172,55 @@ var _ = Describe("rendered manifests (kustomize build config/default)", func() {
 		for _, u := range objs {
 			if u.GetKind() == "Role" || u.GetKind() == "RoleBinding" {
 				Expect(u.GetName()).NotTo(ContainSubstring("router"), "the router has no namespaced role")
+			}
+		}
+	})
+
+	It("serve the manager's metrics over HTTPS on 8443 through a Service selecting the manager pod", func() {
+		dep := typed[appsv1.Deployment](objs, "Deployment", "sluice-manager")
+		pod := dep.Spec.Template
+		Expect(pod.Spec.Containers).To(HaveLen(1))
+		ctr := pod.Spec.Containers[0]
+		Expect(flagValue(ctr.Args, "metrics-bind-address")).To(Equal(":8443"))
+		Expect(ctr.Args).To(ContainElements("--leader-elect", "--health-probe-bind-address=:8081"))
+		Expect(ctr.Args).NotTo(ContainElement(HavePrefix("--metrics-secure")), "HTTPS is the default")
+		Expect(ctr.Ports).To(ConsistOf(
+			corev1.ContainerPort{Name: "https", ContainerPort: 8443},
+			corev1.ContainerPort{Name: "probes", ContainerPort: 8081},
+		))
+
+		svc := typed[corev1.Service](objs, "Service", "sluice-manager-metrics")
+		Expect(svc.Namespace).To(Equal(dep.Namespace))
+		// A ServiceMonitor selects the Service by these labels (docs/OPERATIONS.md#manager-metrics).
+		Expect(svc.Labels).To(Equal(dep.Labels))
+		Expect(svc.Spec.Selector).To(Equal(map[string]string{
+			"app.kubernetes.io/name": "sluice", "app.kubernetes.io/component": "manager",
+		}))
+		Expect(labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels))).To(BeTrue())
+		Expect(svc.Spec.Ports).To(Equal([]corev1.ServicePort{{
+			Name: "https", Port: 8443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("https"),
+		}}))
+	})
+
+	It("let the manager review scrapers' tokens and access, and leave the metrics reader role unbound", func() {
+		auth := typed[rbacv1.ClusterRole](objs, "ClusterRole", "sluice-manager-metrics-auth")
+		Expect(auth.Rules).To(Equal([]rbacv1.PolicyRule{
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+		}))
+		binding := typed[rbacv1.ClusterRoleBinding](objs, "ClusterRoleBinding", "sluice-manager-metrics-auth")
+		Expect(binding.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "sluice-manager-metrics-auth"}))
+		dep := typed[appsv1.Deployment](objs, "Deployment", "sluice-manager")
+		Expect(binding.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount",
+			Name: dep.Spec.Template.Spec.ServiceAccountName, Namespace: dep.Namespace}}))
+
+		reader := typed[rbacv1.ClusterRole](objs, "ClusterRole", "sluice-metrics-reader")
+		Expect(reader.Rules).To(Equal([]rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}))
+		for _, u := range objs {
+			if u.GetKind() == "ClusterRoleBinding" || u.GetKind() == "RoleBinding" {
+				ref, _, err := unstructured.NestedString(u.Object, "roleRef", "name")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(ref).NotTo(Equal("sluice-metrics-reader"), "%s %s binds the metrics reader", u.GetKind(), u.GetName())
 			}
 		}
 	})
