@@ -123,8 +123,11 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 $(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
+# The -X flag gives `helm version` the pinned version, as helm's own build does.
 $(HELM): hack/helm/go.mod hack/helm/go.sum
-	cd hack/helm && go build -o $@ helm.sh/helm/v4/cmd/helm
+	cd hack/helm && go build -o $@ \
+		-ldflags "-X helm.sh/helm/v4/internal/version.version=$$(go list -m -f '{{.Version}}' helm.sh/helm/v4)" \
+		helm.sh/helm/v4/cmd/helm
 
 # `make bin/helm`, the name the chart tests print when helm is missing.
 bin/helm: $(HELM)
