@@ -147,6 +147,8 @@ func compareObjects(t *testing.T, key string, k, c *unstructured.Unstructured) [
 		})
 	case "Service":
 		ks, cs := convert[corev1.Service](t, k), convert[corev1.Service](t, c)
+		serviceDefaults(ks)
+		serviceDefaults(cs)
 		return compareFields(key, map[string][2]any{
 			"spec.type": {ks.Spec.Type, cs.Spec.Type}, "spec.selector": {ks.Spec.Selector, cs.Spec.Selector},
 			"spec.ports": {ks.Spec.Ports, cs.Spec.Ports},
@@ -201,7 +203,7 @@ func podFields(k, c corev1.PodSpec) map[string][2]any {
 		f[p+"command"] = [2]any{kc.Command, cc.Command}
 		f[p+"args (as a set)"] = [2]any{sorted(kc.Args), sorted(cc.Args)}
 		f[p+"env"] = [2]any{kc.Env, cc.Env}
-		f[p+"ports"] = [2]any{kc.Ports, cc.Ports}
+		f[p+"ports"] = [2]any{portDefaults(kc.Ports), portDefaults(cc.Ports)}
 		f[p+"securityContext"] = [2]any{kc.SecurityContext, cc.SecurityContext}
 		f[p+"livenessProbe"] = [2]any{kc.LivenessProbe, cc.LivenessProbe}
 		f[p+"readinessProbe"] = [2]any{kc.ReadinessProbe, cc.ReadinessProbe}
@@ -210,6 +212,31 @@ func podFields(k, c corev1.PodSpec) map[string][2]any {
 		f[p+"resources"] = [2]any{kc.Resources, cc.Resources}
 	}
 	return f
+}
+
+// portDefaults fills the protocol the API server defaults, so that a render
+// that spells it out equals one that does not.
+func portDefaults(ports []corev1.ContainerPort) []corev1.ContainerPort {
+	out := slices.Clone(ports)
+	for i := range out {
+		if out[i].Protocol == "" {
+			out[i].Protocol = corev1.ProtocolTCP
+		}
+	}
+	return out
+}
+
+// serviceDefaults fills the type and port protocols the API server
+// defaults.
+func serviceDefaults(s *corev1.Service) {
+	if s.Spec.Type == "" {
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+	}
+	for i := range s.Spec.Ports {
+		if s.Spec.Ports[i].Protocol == "" {
+			s.Spec.Ports[i].Protocol = corev1.ProtocolTCP
+		}
+	}
 }
 
 func containerNames(p corev1.PodSpec) []string {
