@@ -3,6 +3,8 @@
 # Every tool is built from Go modules pinned in this repository:
 #   hack/tools/go.mod    controller-gen, golangci-lint (tool directives)
 #   hack/envtest/go.mod  kube-apiserver, etcd and kubectl for the envtest suites
+#   hack/helm/go.mod     helm (tool directive), for the chart's lint, render and
+#                        equivalence tests (charts/sluice, docs/HELM.md)
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -11,6 +13,7 @@ BIN        := $(CURDIR)/bin
 ENVTEST_BIN := $(BIN)/k8s
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
+HELM           := $(BIN)/helm
 GO_TEST_FLAGS ?= -race -count=1
 # FUZZTIME is how long each fuzz target runs in `make test`.
 FUZZTIME ?= 10s
@@ -32,6 +35,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests.
 	$(CONTROLLER_GEN) crd rbac:roleName=sluice-manager \
 		paths=./api/... paths=./internal/controller/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	cp config/crd/bases/sluice.dev_replicatiers.yaml charts/sluice/crds/
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
@@ -40,6 +44,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 .PHONY: fmt
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## Lint the Helm chart (charts/sluice) strictly.
+	$(HELM) lint --strict charts/sluice
 
 .PHONY: vet
 vet: ## Run go vet.
@@ -52,9 +60,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 .PHONY: verify
 verify: generate manifests vet lint ## Fail when generated files are stale or code is unformatted.
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
-	@if ! git diff --quiet -- api config; then \
-		echo "generated files are stale; run 'make generate manifests' and commit:"; git diff --stat -- api config; exit 1; fi
-	@new=$$(git ls-files --others --exclude-standard -- api config); if [ -n "$$new" ]; then \
+	@if ! git diff --quiet -- api config charts/sluice/crds; then \
+		echo "generated files are stale; run 'make generate manifests' and commit:"; git diff --stat -- api config charts/sluice/crds; exit 1; fi
+	@new=$$(git ls-files --others --exclude-standard -- api config charts/sluice/crds); if [ -n "$$new" ]; then \
 		echo "generated files are not committed:"; echo "$$new"; exit 1; fi
 
 ##@ Build
@@ -80,7 +88,7 @@ run-manager: manifests generate ## Run the manager against the cluster of the cu
 test: envtest-bins verify test-go fuzz ## Verify, run every test with -race (envtest included), then fuzz briefly.
 
 .PHONY: test-go
-test-go: envtest-bins ## Run the unit and envtest suites with -race.
+test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: fuzz
@@ -114,6 +122,15 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 
 $(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+# The -X flag gives `helm version` the pinned version, as helm's own build does.
+$(HELM): hack/helm/go.mod hack/helm/go.sum
+	cd hack/helm && go build -o $@ \
+		-ldflags "-X helm.sh/helm/v4/internal/version.version=$$(go list -m -f '{{.Version}}' helm.sh/helm/v4)" \
+		helm.sh/helm/v4/cmd/helm
+
+# `make bin/helm`, the name the chart tests print when helm is missing.
+bin/helm: $(HELM)
 
 .PHONY: clean
 clean: ## Remove built binaries (the envtest control plane included).
