@@ -44,37 +44,52 @@ RUN GOOS=$TARGETOS GOARCH=${TARGETARCH:-$(go env GOARCH)} go build -trimpath \
 
 # The run stages share everything but the binary.
 FROM ${BASE_IMAGE} AS base
-ARG VERSION=devel
-ARG REVISION=unknown
 ARG SOURCE=https://github.com/sluice-dev/sluice
 LABEL org.opencontainers.image.source=$SOURCE \
-      org.opencontainers.image.version=$VERSION \
-      org.opencontainers.image.revision=$REVISION \
       org.opencontainers.image.vendor=sluice
 # 65532 is distroless' nonroot user; scratch has no user database, so the
 # numeric form works on both.
 USER 65532:65532
 
+# Each run stage labels its version after copying its binary: the copy
+# changes with every version and revision, so no builder can reuse a cached
+# label of another build (podman 4.3 does, for a label before it).
 FROM base AS manager
-LABEL org.opencontainers.image.title=sluice-manager \
-      org.opencontainers.image.description="sluice manager: validates ReplicaTiers and writes their admission intent"
 COPY --from=build /out/manager /manager
+ARG VERSION=devel
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title=sluice-manager \
+      org.opencontainers.image.description="sluice manager: validates ReplicaTiers and writes their admission intent" \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.revision=$REVISION
 ENTRYPOINT ["/manager"]
 
 FROM base AS router
-LABEL org.opencontainers.image.title=sluice-router \
-      org.opencontainers.image.description="sluice router: admits and proxies OpenAI-compatible requests across one node's replicas"
 COPY --from=build /out/router /router
+ARG VERSION=devel
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title=sluice-router \
+      org.opencontainers.image.description="sluice router: admits and proxies OpenAI-compatible requests across one node's replicas" \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.revision=$REVISION
 ENTRYPOINT ["/router"]
 
 FROM base AS enginesim
-LABEL org.opencontainers.image.title=sluice-enginesim \
-      org.opencontainers.image.description="sluice enginesim: an OpenAI-compatible engine simulator for trying sluice without GPUs"
 COPY --from=build /out/enginesim /enginesim
+ARG VERSION=devel
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title=sluice-enginesim \
+      org.opencontainers.image.description="sluice enginesim: an OpenAI-compatible engine simulator for trying sluice without GPUs" \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.revision=$REVISION
 ENTRYPOINT ["/enginesim"]
 
 FROM base AS qualify
-LABEL org.opencontainers.image.title=sluice-qualify \
-      org.opencontainers.image.description="sluice-qualify: qualifies a ReplicaTier on its node's real engines"
 COPY --from=build /out/sluice-qualify /sluice-qualify
+ARG VERSION=devel
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title=sluice-qualify \
+      org.opencontainers.image.description="sluice-qualify: qualifies a ReplicaTier on its node's real engines" \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.revision=$REVISION
 ENTRYPOINT ["/sluice-qualify"]

@@ -25,6 +25,48 @@ FUZZ_TARGETS := \
 	./internal/pressure:FuzzParse \
 	./internal/router:FuzzRewriteModel
 
+# VERSION and REVISION are stamped into every program (--version) and image
+# (OCI labels). A checkout without a release tag is v0.1.0-dev.
+VERSION  ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.1.0-dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/sluice-dev/sluice/internal/version
+# GO_BUILD builds static programs with the flags the Dockerfile uses, so an
+# image build that mounts this machine's Go cache reuses what it compiled.
+GO_BUILD := CGO_ENABLED=0 go build -trimpath \
+	-ldflags "-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)"
+
+# Images (docs/INSTALL.md#images). CONTAINER_TOOL is podman when installed,
+# else docker.
+CONTAINER_TOOL ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+TAG           ?= $(VERSION)
+IMG_REGISTRY  ?= ghcr.io/sluice-dev
+IMG_MANAGER   ?= $(IMG_REGISTRY)/sluice-manager:$(TAG)
+IMG_ROUTER    ?= $(IMG_REGISTRY)/sluice-router:$(TAG)
+IMG_ENGINESIM ?= $(IMG_REGISTRY)/sluice-enginesim:$(TAG)
+IMG_QUALIFY   ?= $(IMG_REGISTRY)/sluice-qualify:$(TAG)
+# The Dockerfile's stages and the image each one makes.
+IMAGES = manager=$(IMG_MANAGER) router=$(IMG_ROUTER) enginesim=$(IMG_ENGINESIM) qualify=$(IMG_QUALIFY)
+GO_IMAGE   ?= docker.io/library/golang:1.26
+BASE_IMAGE ?= gcr.io/distroless/static:nonroot
+PLATFORMS  ?= linux/amd64,linux/arm64
+# CONTAINER_BUILD_FLAGS and CONTAINER_RUN_FLAGS are added to every build and
+# run (e.g. a podman runtime); images-offline sets them for podman.
+CONTAINER_BUILD_FLAGS ?=
+CONTAINER_RUN_FLAGS   ?=
+IMAGE_BUILD_ARGS = --build-arg GO_IMAGE=$(GO_IMAGE) --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+	--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION)
+# Without registry access (images-offline, test-images): podman with runc and
+# bounded ulimits (crun and the default ulimits fail on hybrid-cgroup hosts),
+# host networking for the Go module proxy, and the host's Go caches mounted
+# where the Dockerfile looks for them.
+OFFLINE_RUNTIME_FLAGS ?= --runtime /usr/sbin/runc --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
+OFFLINE_BUILD_FLAGS = $(OFFLINE_RUNTIME_FLAGS) --network host \
+	-v $$(go env GOCACHE):/cache/go-build -v $$(go env GOMODCACHE):/cache/go-mod
+OUT_IMAGES := $(CURDIR)/out/images
+
+# Install (docs/INSTALL.md). KUBECTL is the kubectl that talks to the cluster.
+KUBECTL ?= kubectl
+
 .PHONY: all
 all: build
 
@@ -68,9 +110,9 @@ verify: generate manifests vet lint ## Fail when generated files are stale or co
 ##@ Build
 
 .PHONY: build
-build: ## Build every binary into bin/.
+build: ## Build every program (and bin/devcluster) into bin/: static, stamped with VERSION and REVISION.
 	@mkdir -p $(BIN)
-	for dir in cmd/*/; do go build -o $(BIN)/$$(basename $$dir) ./$$dir; done
+	$(GO_BUILD) -o $(BIN)/ ./cmd/... ./hack/devcluster
 
 .PHONY: demo
 demo: ## Run the one-command demo in files mode: RoundRobin vs Capacity over three engines (docs/DEMO.md).
@@ -82,14 +124,75 @@ demo: ## Run the one-command demo in files mode: RoundRobin vs Capacity over thr
 run-manager: manifests generate ## Run the manager against the cluster of the current kubeconfig.
 	go run ./cmd/manager --metrics-bind-address=0 --health-probe-bind-address=:8081
 
+##@ Images
+
+.PHONY: docker-build
+docker-build: ## Build the manager, router, enginesim and qualify images (CONTAINER_TOOL, IMG_*, TAG, BASE_IMAGE, GO_IMAGE).
+	for pair in $(IMAGES); do \
+		$(CONTAINER_TOOL) build $(CONTAINER_BUILD_FLAGS) $(IMAGE_BUILD_ARGS) --target $${pair%%=*} -t $${pair#*=} . ; \
+	done
+
+.PHONY: docker-save
+docker-save: ## Write each image as an OCI archive into out/images/ (for clusters without a registry).
+	@mkdir -p $(OUT_IMAGES)
+	for pair in $(IMAGES); do \
+		$(CONTAINER_TOOL) save $(if $(filter podman,$(notdir $(CONTAINER_TOOL))),--format oci-archive) \
+			-o $(OUT_IMAGES)/sluice-$${pair%%=*}.tar $${pair#*=} ; \
+	done
+
+.PHONY: docker-push
+docker-push: ## Push the images.
+	for pair in $(IMAGES); do $(CONTAINER_TOOL) push $${pair#*=}; done
+
+.PHONY: docker-buildx
+docker-buildx: ## Build and push multi-arch images for PLATFORMS with docker buildx.
+	for pair in $(IMAGES); do \
+		docker buildx build --platform=$(PLATFORMS) --push $(IMAGE_BUILD_ARGS) --target $${pair%%=*} -t $${pair#*=} . ; \
+	done
+
+.PHONY: container-runtime
+container-runtime: ## Install podman, runc and a static busybox when missing (Debian, as root).
+	hack/images/install-runtime.sh
+
+.PHONY: images-offline
+images-offline: container-runtime build ## Build the images without registry access: scratch base, this machine's Go, podman.
+	$(MAKE) docker-build CONTAINER_TOOL=podman BASE_IMAGE=scratch \
+		GO_IMAGE=$$(hack/images/go-image.sh podman) CONTAINER_BUILD_FLAGS="$(OFFLINE_BUILD_FLAGS)"
+
+##@ Install
+
+.PHONY: install
+install: ## Install the CRD into the cluster of the current kubeconfig.
+	$(KUBECTL) apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: ## Remove the CRD (and with it every ReplicaTier).
+	$(KUBECTL) delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: ## Install sluice (config/default) with IMG_MANAGER and IMG_ROUTER; creates the router's Secrets when absent.
+	KUBECTL="$(KUBECTL)" hack/deploy.sh "$(IMG_MANAGER)" "$(IMG_ROUTER)"
+
+.PHONY: undeploy
+undeploy: ## Remove everything deploy installed, the CRD and the router's Secrets included.
+	$(KUBECTL) delete --ignore-not-found -k config/default
+	$(KUBECTL) -n sluice-router delete --ignore-not-found secret sluice-router-api-keys sluice-router-admin-token
+
 ##@ Test
 
 .PHONY: test
-test: envtest-bins verify test-go fuzz ## Verify, run every test with -race (envtest included), then fuzz briefly.
+test: envtest-bins verify test-go test-images fuzz ## Verify, run every test with -race (envtest included), test the images, then fuzz briefly.
 
 .PHONY: test-go
 test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-images
+test-images: envtest-bins images-offline ## Build the images offline, then run them: router against enginesim, manager against an API server.
+	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) IMG_MANAGER=$(IMG_MANAGER) IMG_ROUTER=$(IMG_ROUTER) \
+	IMG_ENGINESIM=$(IMG_ENGINESIM) IMG_QUALIFY=$(IMG_QUALIFY) VERSION=$(VERSION) REVISION=$(REVISION) \
+	CONTAINER_TOOL=podman CONTAINER_RUN_FLAGS="$(OFFLINE_RUNTIME_FLAGS)" \
+		go test $(GO_TEST_FLAGS) -tags images ./test/images
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME.

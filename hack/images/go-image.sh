@@ -19,11 +19,12 @@ if "$tool" image exists "$image" 2>/dev/null || "$tool" image inspect "$image" >
   exit 0
 fi
 
-busybox=$(command -v busybox || true)
-if [[ -z "$busybox" ]] || ! file -L "$busybox" 2>/dev/null | grep -q 'statically linked'; then
-  busybox=/bin/busybox
+busybox=/bin/busybox
+# ldd fails on a static executable.
+if [[ ! -x "$busybox" ]] || ldd "$busybox" >/dev/null 2>&1; then
+  echo "go-image.sh: a static $busybox is needed (Debian: apt-get install busybox-static)" >&2
+  exit 1
 fi
-[[ -x "$busybox" ]] || { echo "go-image.sh: a static busybox is needed (Debian: apt-get install busybox-static)" >&2; exit 1; }
 ca=/etc/ssl/certs/ca-certificates.crt
 [[ -f "$ca" ]] || { echo "go-image.sh: no CA bundle at $ca (Debian: apt-get install ca-certificates)" >&2; exit 1; }
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what building and running sluice's images without a registry
+# needs, when it is missing: podman, runc (this machine kind's cgroup setup
+# needs runc; crun refuses it) and a static busybox (the shell of the
+# offline Go build image, hack/images/go-image.sh). Debian packages, as
+# root; anywhere else it says what is missing and stops.
+set -euo pipefail
+
+missing=()
+command -v podman >/dev/null 2>&1 || missing+=(podman)
+[[ -x /usr/sbin/runc ]] || missing+=(runc)
+# ldd fails on a static executable.
+[[ -x /bin/busybox ]] && ! ldd /bin/busybox >/dev/null 2>&1 || missing+=(busybox-static)
+((${#missing[@]} == 0)) && exit 0
+
+if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-runtime.sh: missing ${missing[*]}; install them (Debian: apt-get install -y ${missing[*]}) and retry" >&2
+  exit 1
+fi
+echo "installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}" >/dev/null
