@@ -181,7 +181,7 @@ undeploy: ## Remove everything deploy installed, the CRD and the router's Secret
 ##@ Test
 
 .PHONY: test
-test: envtest-bins verify test-go test-images fuzz ## Verify, run every test with -race (envtest included), test the images, then fuzz briefly.
+test: envtest-bins verify test-go test-images test-quickstart fuzz ## Verify, run every test with -race (envtest included), test the images and the README's quick starts, then fuzz briefly.
 
 .PHONY: test-go
 test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
@@ -193,6 +193,10 @@ test-images: envtest-bins images-offline ## Build the images offline, then run t
 	IMG_ENGINESIM=$(IMG_ENGINESIM) IMG_QUALIFY=$(IMG_QUALIFY) VERSION=$(VERSION) REVISION=$(REVISION) \
 	CONTAINER_TOOL=podman CONTAINER_RUN_FLAGS="$(OFFLINE_RUNTIME_FLAGS)" \
 		go test $(GO_TEST_FLAGS) -tags images ./test/images
+
+.PHONY: test-quickstart
+test-quickstart: envtest-bins ## Run the README's quick starts as written (the demo, the manager, the router in files mode).
+	go test -count=1 -timeout 30m -tags quickstart ./test/quickstart
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME.

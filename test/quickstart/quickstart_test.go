@@ -1,0 +1,107 @@
+//go:build quickstart
+
+// Package quickstart runs the README's quick starts as written: each shell
+// block that follows a `<!-- quickstart: NAME -->` comment runs in bash
+// from the repository root, and must succeed and print what a reader is
+// told to expect. `make test-quickstart` (part of `make test`) runs it with
+// the build tag "quickstart"; the blocks use fixed loopback ports, so it
+// never runs beside other tests.
+package quickstart
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// root is the repository root, where the README's commands run.
+var root = filepath.Join("..", "..")
+
+// blockRE matches a marked block: the name and the shell commands.
+var blockRE = regexp.MustCompile("(?s)<!-- quickstart: ([a-z]+) -->\n```sh\n(.*?)```")
+
+// blocks returns the README's marked blocks by name.
+func blocks(t *testing.T) map[string]string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(root, "README.md")) //nolint:gosec // the repository's README.
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range blockRE.FindAllStringSubmatch(string(readme), -1) {
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
+// runBlock runs script in bash (-e, -u, pipefail) from the repository root
+// in its own process group, which it kills when the script ends or times
+// out, so nothing the script started in the background outlives it.
+func runBlock(t *testing.T, script string, timeout time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script) //nolint:gosec // the README's own commands.
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if err != nil {
+		t.Fatalf("the quick start failed (%v):\n%s\n--- output:\n%s", err, script, out.String())
+	}
+	return out.String()
+}
+
+// TestQuickStarts runs each quick start and checks its output.
+func TestQuickStarts(t *testing.T) {
+	all := blocks(t)
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		want    []string // regular expressions the output must match
+	}{
+		{"demo", 15 * time.Minute, []string{`(?m)^RoundRobin`, `(?m)^Capacity`}},
+		{"manager", 10 * time.Minute, []string{
+			`replicatier.sluice.dev/llama-70b condition met`,
+			`replicatier.sluice.dev/llama-70b patched`,
+			`"id":"gpu1","quiesced":true,"reason":"maintenance"`,
+		}},
+		{"router", 5 * time.Minute, []string{`"object":\s*"list"`, `"tiers"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script, ok := all[tc.name]
+			if !ok {
+				t.Fatalf("README.md has no block marked <!-- quickstart: %s -->", tc.name)
+			}
+			out := runBlock(t, script, tc.timeout)
+			for _, w := range tc.want {
+				if !regexp.MustCompile(w).MatchString(out) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	if len(all) != 3 {
+		t.Errorf("README.md marks %d quick starts, the test knows 3: %v", len(all), strings.Join(keys(all), ", "))
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
