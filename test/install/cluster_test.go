@@ -199,7 +199,10 @@ func find[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name str
 }
 
 // buildBinaries builds the repository's commands into dir with one go
-// build and returns their paths by package directory name.
+// build and returns their paths by package directory name. They are built
+// without the race detector: this package checks what the programs ask of
+// the API server, test/e2e and test/envtest run them for races, and a race
+// build would double the test's time.
 func buildBinaries(dir string, pkgs ...string) (map[string]string, error) {
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	for _, p := range pkgs {

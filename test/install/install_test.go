@@ -82,7 +82,7 @@ type installed struct {
 	c    *cluster
 	objs []*unstructured.Unstructured
 	bins map[string]string
-	// managerUser and routerUser are the programs' ServiceAccount users.
+	// The programs' ServiceAccounts, from the Deployment and the DaemonSet.
 	managerNS, managerSA, routerNS, routerSA string
 	manager, router                          *process
 	routerFront                              string
@@ -135,7 +135,7 @@ func TestInstall(t *testing.T) {
 		return
 	}
 	t.Run("without the router's status patch no tier is programmed", func(t *testing.T) {
-		in.withoutRule(t, offset, "sluice-router", serviceAccountUser(in.routerNS, in.routerSA), "llm-b",
+		in.withoutRule(t, offset, "sluice-router", in.routerNS, in.routerSA, "llm-b",
 			func(t *testing.T, tier *sluicev1.ReplicaTier) {
 				// The manager accepts the tier: only the router's report is missing.
 				in.awaitConditions(t, tier, sluicev1.ConditionAccepted)
@@ -149,7 +149,7 @@ func TestInstall(t *testing.T) {
 			})
 	})
 	t.Run("without the manager's status patch no tier is accepted", func(t *testing.T) {
-		in.withoutRule(t, offset, "sluice-manager", serviceAccountUser(in.managerNS, in.managerSA), "llm-c",
+		in.withoutRule(t, offset, "sluice-manager", in.managerNS, in.managerSA, "llm-c",
 			func(t *testing.T, tier *sluicev1.ReplicaTier) {
 				if len(tier.Status.Conditions) > 0 || tier.Status.ObservedGeneration != 0 {
 					t.Errorf("tier has a manager status without the manager's status patch: %+v", tier.Status)
@@ -179,6 +179,46 @@ func (in *installed) applyManifests(t *testing.T) {
 			t.Errorf("%s %s after apply: %v", u.GetKind(), client.ObjectKeyFromObject(u), err)
 		}
 	}
+	// The authorizer sees new bindings a moment after they are stored: the
+	// programs start only once every grant is in force, so a request they
+	// make at once is not forbidden by that lag.
+	for _, sa := range [][2]string{{in.managerNS, in.managerSA}, {in.routerNS, in.routerSA}} {
+		for _, g := range grantsOf(t, in.objs, sa[0], sa[1]) {
+			user := serviceAccountUser(sa[0], sa[1])
+			eventually(t, fmt.Sprintf("%s may %s", user, g), func() (bool, string) {
+				return in.allowed(t, user, sa[0], g)
+			})
+		}
+	}
+}
+
+// allowed asks the API server's authorizer, with a SubjectAccessReview,
+// whether the ServiceAccount user of namespace may make request r (in
+// namespace tierNamespace when r is a cluster-wide grant of a namespaced
+// resource; cluster-scoped resources ignore it).
+func (in *installed) allowed(t *testing.T, user, namespace string, r access) (bool, string) {
+	t.Helper()
+	spec := authorizationv1.SubjectAccessReviewSpec{
+		User:   user,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	if r.Path != "" {
+		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: r.Path, Verb: r.Verb}
+	} else {
+		res, sub, _ := strings.Cut(r.Resource, "/")
+		ns := r.Namespace
+		if ns == "" {
+			ns = tierNamespace
+		}
+		spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+			Verb: r.Verb, Group: r.Group, Resource: res, Subresource: sub, Namespace: ns,
+		}
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: spec}
+	if err := in.c.k8s.Create(context.WithoutCancel(t.Context()), sar); err != nil {
+		return false, err.Error()
+	}
+	return sar.Status.Allowed, sar.Status.Reason
 }
 
 // startPrograms starts the manager and the router with the arguments of
@@ -282,15 +322,7 @@ func (in *installed) scrapeMetrics(t *testing.T) {
 	// The endpoint caches a denial for 30 s: scrape only once the binding
 	// is in the API server's authorizer.
 	eventually(t, "the scraper may get /metrics", func() (bool, string) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:                  serviceAccountUser(scraperNamespace, scraperName),
-			Groups:                []string{"system:serviceaccounts", "system:authenticated"},
-			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
-		}}
-		if err := c.k8s.Create(ctx, sar); err != nil {
-			return false, err.Error()
-		}
-		return sar.Status.Allowed, sar.Status.Reason
+		return in.allowed(t, serviceAccountUser(scraperNamespace, scraperName), scraperNamespace, access{Verb: "get", Path: "/metrics"})
 	})
 	clientset, err := kubernetes.NewForConfig(c.adminConfig)
 	if err != nil {
@@ -494,6 +526,12 @@ func (in *installed) leastPrivilege(t *testing.T) int64 {
 			t.Fatalf("the shipped RBAC grants %s nothing", id.user)
 		}
 	}
+	// A program that exited would make fewer requests than it needs.
+	for _, p := range []*process{in.manager, in.router} {
+		if !p.running() {
+			t.Fatalf("%s exited during the flow", p.name)
+		}
+	}
 	var reqs map[string][]request
 	var size int64
 	// Not fatal: a missing permission below is reported too.
@@ -529,10 +567,11 @@ func (in *installed) leastPrivilege(t *testing.T) int64 {
 
 // withoutRule removes patch on replicatiers/status from the live
 // ClusterRole role, applies a tier, waits until the audit log (from offset
-// on) shows user's status patch of that tier forbidden, and runs check on
-// the tier: what the flow lacks without the rule. The rule is restored
-// when the subtest ends.
-func (in *installed) withoutRule(t *testing.T, offset int64, role, user, tierName string, check func(*testing.T, *sluicev1.ReplicaTier)) {
+// on) shows the ServiceAccount namespace/name's status patch of that tier
+// forbidden, and runs check on the tier: what the flow lacks without the
+// rule. The rule is restored when the subtest ends.
+func (in *installed) withoutRule(t *testing.T, offset int64, role, namespace, name, tierName string, check func(*testing.T, *sluicev1.ReplicaTier)) {
+	user := serviceAccountUser(namespace, name)
 	ctx := t.Context()
 	c := in.c
 	removed := access{Verb: "patch", Group: sluicev1.GroupVersion.Group, Resource: "replicatiers/status"}
@@ -565,16 +604,8 @@ func (in *installed) withoutRule(t *testing.T, offset int64, role, user, tierNam
 			t.Fatal(err)
 		}
 		eventually(t, fmt.Sprintf("%s may %s: %v", user, removed, allowed), func() (bool, string) {
-			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: removed.Verb, Group: removed.Group, Resource: "replicatiers", Subresource: "status", Namespace: tierNamespace,
-				},
-			}}
-			if err := c.k8s.Create(context.WithoutCancel(ctx), sar); err != nil {
-				return false, err.Error()
-			}
-			return sar.Status.Allowed == allowed, sar.Status.Reason
+			ok, why := in.allowed(t, user, namespace, removed)
+			return ok == allowed, why
 		})
 	}
 	setRules(rules, false)
