@@ -65,8 +65,12 @@ type ReplicaTierReconciler struct {
 	drained map[types.UID]map[string]bool
 }
 
-// +kubebuilder:rbac:groups=sluice.dev,resources=replicatiers,verbs=get;list;watch
-// +kubebuilder:rbac:groups=sluice.dev,resources=replicatiers/status,verbs=get;patch;update
+// The manager's ClusterRole, exactly what it uses (test/install proves it
+// from the API server's audit log): the cache lists and watches tiers
+// (reads never reach the API server as a get), status is written with a
+// merge patch only, and an isomorphic event is recorded as a series patch.
+// +kubebuilder:rbac:groups=sluice.dev,resources=replicatiers,verbs=list;watch
+// +kubebuilder:rbac:groups=sluice.dev,resources=replicatiers/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile validates one ReplicaTier and patches its manager-owned status

@@ -160,10 +160,12 @@ var _ = Describe("rendered manifests (kustomize build config/default)", func() {
 		}))
 	})
 
-	It("grant the router exactly get/list/watch on replicatiers and patch on replicatiers/status", func() {
+	// test/install proves from the API server's audit log that the
+	// programs use each of these grants and need no other.
+	It("grant the router exactly list/watch on replicatiers and patch on replicatiers/status", func() {
 		role := typed[rbacv1.ClusterRole](objs, "ClusterRole", "sluice-router")
 		Expect(role.Rules).To(Equal([]rbacv1.PolicyRule{
-			{APIGroups: []string{"sluice.dev"}, Resources: []string{"replicatiers"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"sluice.dev"}, Resources: []string{"replicatiers"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"sluice.dev"}, Resources: []string{"replicatiers/status"}, Verbs: []string{"patch"}},
 		}))
 		binding := typed[rbacv1.ClusterRoleBinding](objs, "ClusterRoleBinding", "sluice-router")
@@ -173,6 +175,32 @@ var _ = Describe("rendered manifests (kustomize build config/default)", func() {
 			if u.GetKind() == "Role" || u.GetKind() == "RoleBinding" {
 				Expect(u.GetName()).NotTo(ContainSubstring("router"), "the router has no namespaced role")
 			}
+		}
+	})
+
+	It("grant the manager exactly its reconciler's and leader election's verbs", func() {
+		role := typed[rbacv1.ClusterRole](objs, "ClusterRole", "sluice-manager")
+		Expect(role.Rules).To(Equal([]rbacv1.PolicyRule{
+			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+			{APIGroups: []string{"sluice.dev"}, Resources: []string{"replicatiers"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"sluice.dev"}, Resources: []string{"replicatiers/status"}, Verbs: []string{"patch"}},
+		}))
+		election := typed[rbacv1.Role](objs, "Role", "sluice-manager-leader-election")
+		dep := typed[appsv1.Deployment](objs, "Deployment", "sluice-manager")
+		Expect(election.Namespace).To(Equal(dep.Namespace))
+		Expect(election.Rules).To(Equal([]rbacv1.PolicyRule{
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		}))
+		for _, name := range []string{"sluice-manager", "sluice-manager-leader-election"} {
+			var subjects []rbacv1.Subject
+			if name == "sluice-manager" {
+				subjects = typed[rbacv1.ClusterRoleBinding](objs, "ClusterRoleBinding", name).Subjects
+			} else {
+				subjects = typed[rbacv1.RoleBinding](objs, "RoleBinding", name).Subjects
+			}
+			Expect(subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount",
+				Name: dep.Spec.Template.Spec.ServiceAccountName, Namespace: dep.Namespace}}), name)
 		}
 	})
 
