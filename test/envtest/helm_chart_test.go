@@ -90,7 +90,11 @@ var _ = Describe("the Helm chart (charts/sluice)", func() {
 			By("applying the chart with " + name)
 			manifest := filepath.Join(GinkgoT().TempDir(), "chart.yaml")
 			Expect(os.WriteFile(manifest, []byte(h.template(ctx, append(args, "--include-crds")...)), 0o600)).To(Succeed())
-			out := k.ok(ctx, "apply", "--server-side", "--dry-run=server", "-f", manifest)
+			// --force-conflicts: other specs of this suite create some of
+			// the same cluster-scoped objects (the router's binding, say)
+			// with other values; the dry run checks that the API server
+			// accepts the chart's objects, not who owns their fields.
+			out := k.ok(ctx, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", manifest)
 			for _, kind := range []string{"customresourcedefinition", "deployment.apps/sluice-manager", "daemonset.apps/sluice-router",
 				"clusterrolebinding.rbac.authorization.k8s.io/sluice-router", "secret/sluice-router-admin-token"} {
 				Expect(out).To(ContainSubstring(kind), name)
