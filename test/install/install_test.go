@@ -248,7 +248,12 @@ func (in *installed) startPrograms(t, owner *testing.T, managerCtrs, routerCtrs 
 		"--kubeconfig="+c.serviceAccountKubeconfig(t, in.managerNS, in.managerSA),
 		// Outside a pod the manager cannot read its namespace.
 		"--leader-election-namespace="+in.managerNS)
-	in.manager = startProcess(t, owner, "manager", in.bins["manager"], managerArgs, nil)
+	// The manager does not log the ports it bound, so they were chosen
+	// before: wait until it serves metrics (its probe port is bound before)
+	// so no process started after it can take them.
+	in.manager = startProcess(t, owner, "manager", in.bins["manager"], managerArgs, func(line []byte) bool {
+		return bytes.Contains(line, []byte(`"msg":"Serving metrics server"`))
+	})
 
 	routerArgs := rewriteArgs(t, routerCtrs[0].Args, map[string]string{
 		"listen":           "127.0.0.1:0",
@@ -293,7 +298,7 @@ func rewriteArgs(t *testing.T, args []string, set map[string]string) []string {
 }
 
 // freeLoopbackAddr returns a loopback address with a port nobody listens
-// on, for the manager, which does not log the ports it bound.
+// on, for the manager, which binds what its flags name.
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
 	var lc net.ListenConfig
