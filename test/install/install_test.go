@@ -231,7 +231,8 @@ func (in *installed) startPrograms(t, owner *testing.T, managerCtrs, routerCtrs 
 		t.Fatalf("want one container each in the Deployment and the DaemonSet, got %d and %d", len(managerCtrs), len(routerCtrs))
 	}
 	c := in.c
-	secrets := t.TempDir()
+	// The Secret files live as long as the router.
+	secrets := owner.TempDir()
 	keys, token := filepath.Join(secrets, "keys"), filepath.Join(secrets, "token")
 	for path, v := range map[string]string{keys: apiKey + "\n", token: "install-admin-token\n"} {
 		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
@@ -248,7 +249,12 @@ func (in *installed) startPrograms(t, owner *testing.T, managerCtrs, routerCtrs 
 		"--kubeconfig="+c.serviceAccountKubeconfig(t, in.managerNS, in.managerSA),
 		// Outside a pod the manager cannot read its namespace.
 		"--leader-election-namespace="+in.managerNS)
-	in.manager = startProcess(t, owner, "manager", in.bins["manager"], managerArgs, nil)
+	// The manager's ports are chosen here, not by the kernel at bind time:
+	// wait until it serves metrics (its probe port is bound before) so no
+	// process started after it can take them.
+	in.manager = startProcess(t, owner, "manager", in.bins["manager"], managerArgs, func(line []byte) bool {
+		return bytes.Contains(line, []byte(`"msg":"Serving metrics server"`))
+	})
 
 	routerArgs := rewriteArgs(t, routerCtrs[0].Args, map[string]string{
 		"listen":           "127.0.0.1:0",
@@ -293,7 +299,8 @@ func rewriteArgs(t *testing.T, args []string, set map[string]string) []string {
 }
 
 // freeLoopbackAddr returns a loopback address with a port nobody listens
-// on, for the manager, which does not log the ports it bound.
+// on, for the manager: it binds what its flags name, and logs the flag
+// rather than the bound address.
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
 	var lc net.ListenConfig
