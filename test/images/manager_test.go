@@ -100,7 +100,8 @@ func TestManagerImageAcceptsTier(t *testing.T) {
 
 // TestDeploy runs `make deploy`'s script against a real API server: it
 // installs config/default with the images it is given and creates the
-// router's Secrets, and a second run keeps the Secrets it made.
+// router's Secrets, a second run keeps the Secrets it made, and
+// `make undeploy` removes what it installed.
 func TestDeploy(t *testing.T) {
 	_, kubeconfig := controlPlane(t)
 	kubectl, err := filepath.Abs(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"))
@@ -141,5 +142,26 @@ func TestDeploy(t *testing.T) {
 	deploy()
 	if again := k("-n", "sluice-router", "get", "secret", "sluice-router-api-keys", "-o", "jsonpath={.data.keys}"); again != keys {
 		t.Fatal("a second deploy replaced the API keys")
+	}
+
+	// make undeploy removes the cluster-scoped objects, the CRD included,
+	// and the Secrets. (The namespaced objects go with their namespaces,
+	// which this control plane, without a namespace controller, leaves
+	// Terminating.)
+	undeploy := exec.CommandContext(ctx, "make", "-C", filepath.Join("..", ".."), "undeploy", "KUBECTL="+kubectl) //nolint:gosec // the repository's Makefile.
+	undeploy.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if out, err := undeploy.CombinedOutput(); err != nil {
+		t.Fatalf("make undeploy: %v\n%s", err, out)
+	}
+	for _, gone := range [][]string{
+		{"get", "crd", "replicatiers.sluice.dev"},
+		{"get", "clusterrole", "sluice-manager"},
+		{"get", "clusterrolebinding", "sluice-router"},
+		{"-n", "sluice-router", "get", "secret", "sluice-router-api-keys"},
+	} {
+		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, gone...)...).CombinedOutput() //nolint:gosec // see k.
+		if err == nil || !strings.Contains(string(out), "NotFound") {
+			t.Errorf("after make undeploy, kubectl %s: %v %s", strings.Join(gone, " "), err, out)
+		}
 	}
 }
