@@ -174,8 +174,8 @@ deploy: ## Install sluice (config/default) with IMG_MANAGER and IMG_ROUTER; crea
 	KUBECTL="$(KUBECTL)" hack/deploy.sh "$(IMG_MANAGER)" "$(IMG_ROUTER)"
 
 .PHONY: undeploy
-undeploy: ## Remove everything deploy installed, the CRD and the router's Secrets included.
-	$(KUBECTL) delete --ignore-not-found -k config/default
+undeploy: ## Remove everything deploy installed, the CRD and the router's Secrets included (namespaces finish terminating in the background).
+	$(KUBECTL) delete --ignore-not-found --wait=false -k config/default
 	$(KUBECTL) -n sluice-router delete --ignore-not-found secret sluice-router-api-keys sluice-router-admin-token
 
 ##@ Test

@@ -159,9 +159,10 @@ func TestDeploy(t *testing.T) {
 		{"get", "clusterrolebinding", "sluice-router"},
 		{"-n", "sluice-router", "get", "secret", "sluice-router-api-keys"},
 	} {
-		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, gone...)...).CombinedOutput() //nolint:gosec // see k.
-		if err == nil || !strings.Contains(string(out), "NotFound") {
-			t.Errorf("after make undeploy, kubectl %s: %v %s", strings.Join(gone, " "), err, out)
-		}
+		// The CRD's deletion ends once the API server removed its objects.
+		await(t, "after make undeploy, kubectl "+strings.Join(gone, " ")+" says NotFound", func() bool {
+			out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, gone...)...).CombinedOutput() //nolint:gosec // see k.
+			return err != nil && strings.Contains(string(out), "NotFound")
+		})
 	}
 }
