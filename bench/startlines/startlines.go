@@ -4,6 +4,7 @@
 // ports from these lines, so this package is the one place that knows their
 // format: the router's JSON line `"msg":"router started"` with `listen` and
 // `admin_listen`, and enginesim's text line `msg=listening addr=HOST:PORT`.
+// Log is the process output such a program waits on for them.
 package startlines
 
 import (

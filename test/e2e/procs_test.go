@@ -1,14 +1,14 @@
 package e2e
 
 import (
-	"bytes"
 	"errors"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/bench/startlines"
 )
 
 // Process bounds.
@@ -29,57 +29,16 @@ const (
 type process struct {
 	name    string
 	cmd     *exec.Cmd
-	out     *logBuffer
+	out     *startlines.Log
 	exited  chan struct{} // closed when Wait returned
 	waitErr error         // Wait's result, set before exited is closed
-}
-
-// logBuffer keeps a process's output and hands each complete line to the
-// current matcher.
-type logBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	partial []byte
-	match   func(line []byte) bool
-	found   chan struct{}
-}
-
-// Write implements io.Writer.
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if b.match == nil {
-		return len(p), nil
-	}
-	b.partial = append(b.partial, p...)
-	for {
-		i := bytes.IndexByte(b.partial, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := b.partial[:i]
-		b.partial = b.partial[i+1:]
-		if b.match(line) {
-			b.match, b.partial = nil, nil
-			close(b.found)
-			return len(p), nil
-		}
-	}
-}
-
-// String returns everything the process wrote so far.
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startProcess starts bin with args in its own process group, stops it
 // when the test ends, and waits until match accepts a line of its output.
 func startProcess(t *testing.T, name, bin string, args []string, match func([]byte) bool) *process {
 	t.Helper()
-	out := &logBuffer{match: match, found: make(chan struct{})}
+	out := startlines.NewLog(match)
 	// The test's context ends just before its cleanups run: the group then
 	// gets SIGTERM, and the cleanup below waits for the exit (killing the
 	// group after stopGrace).
@@ -105,7 +64,7 @@ func startProcess(t *testing.T, name, bin string, args []string, match func([]by
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
 	select {
-	case <-out.found:
+	case <-out.Found():
 		return p
 	case <-p.exited:
 		t.Fatalf("%s exited before it listened (%v):\n%s", name, p.waitErr, out.String())

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The variables `make test-images` sets.
@@ -132,17 +134,15 @@ func writeShared(t *testing.T, dir, name, content string) {
 	}
 }
 
-// await calls ok until it is true or failSafe passes, polling every 100 ms:
+// await polls ok every 100 ms until it is true, failing t after failSafe:
 // the containers start asynchronously and offer nothing to wait on but
 // their endpoints.
 func await(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(failSafe)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, failSafe)
-		}
-		time.Sleep(100 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, failSafe, true,
+		func(context.Context) (bool, error) { return ok(), nil })
+	if err != nil {
+		t.Fatalf("%s: not within %v: %v", what, failSafe, err)
 	}
 }
 

@@ -1,12 +1,12 @@
 package install
 
 import (
-	"bytes"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/bench/startlines"
 )
 
 // Process bounds.
@@ -23,49 +23,8 @@ const (
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *logBuffer
+	out    *startlines.Log
 	exited chan struct{} // closed when Wait returned
-}
-
-// logBuffer keeps a process's output and hands each complete line to the
-// matcher until it accepts one.
-type logBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	partial []byte
-	match   func(line []byte) bool
-	found   chan struct{}
-}
-
-// Write implements io.Writer.
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if b.match == nil {
-		return len(p), nil
-	}
-	b.partial = append(b.partial, p...)
-	for {
-		i := bytes.IndexByte(b.partial, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := b.partial[:i]
-		b.partial = b.partial[i+1:]
-		if b.match(line) {
-			b.match, b.partial = nil, nil
-			close(b.found)
-			return len(p), nil
-		}
-	}
-}
-
-// String returns everything the process wrote so far.
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startProcess starts bin with args in its own process group and stops it
@@ -75,7 +34,7 @@ func (b *logBuffer) String() string {
 // without, it returns at once.
 func startProcess(t, owner *testing.T, name, bin string, args []string, match func([]byte) bool) *process {
 	t.Helper()
-	out := &logBuffer{match: match, found: make(chan struct{})}
+	out := startlines.NewLog(match)
 	cmd := exec.Command(bin, args...) //nolint:gosec,noctx // the test runs the binaries it built; stop ends the group.
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
@@ -99,7 +58,7 @@ func startProcess(t, owner *testing.T, name, bin string, args []string, match fu
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
 	select {
-	case <-out.found:
+	case <-out.Found():
 		return p
 	case <-p.exited:
 		t.Fatalf("%s exited before its start line:\n%s", name, out.String())
