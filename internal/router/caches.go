@@ -16,6 +16,16 @@ type ReadinessView interface {
 	Ready(tier string) (map[string]bool, error)
 }
 
+// Rechecker is told when a member must prove its readiness again before it
+// is eligible: when a connection to it failed before any response byte
+// (passive ejection) and when it is readmitted. Recheck marks the member not
+// ready at once and asks for an immediate probe; the member is ready again
+// when a probe passes. It must not block, and it ignores members it does not
+// know (readiness.Cache implements it).
+type Rechecker interface {
+	Recheck(tier, member string)
+}
+
 // PressureView is what the router reads from the pressure cache
 // (pressure.Cache implements it). Neither method may wait for collection.
 type PressureView interface {

@@ -39,6 +39,10 @@ const maxAcquireAttempts = 2
 type Options struct {
 	// Readiness is read for every request. Nil means every member is ready.
 	Readiness ReadinessView
+	// Rechecker is told which members must prove their readiness again
+	// (docs/ROUTER.md). Nil means no member is ever rechecked: the
+	// readiness probes' own period applies.
+	Rechecker Rechecker
 	// Pressure is read for every request to a Capacity tier, and by the
 	// admin capacity view. Nil means every member's pressure is unknown.
 	Pressure PressureView
@@ -66,6 +70,7 @@ type Options struct {
 // Apply. Create it with New. All methods are safe for concurrent use.
 type Router struct {
 	readiness ReadinessView
+	recheck   Rechecker
 	pressure  PressureView
 	keys      *Keys
 	maxBody   int64
@@ -89,6 +94,7 @@ type Router struct {
 func New(opts Options) *Router {
 	rt := &Router{
 		readiness: opts.Readiness,
+		recheck:   opts.Rechecker,
 		pressure:  opts.Pressure,
 		keys:      opts.Keys,
 		maxBody:   opts.MaxBodyBytes,
