@@ -23,6 +23,7 @@ FUZZ_TARGETS := \
 	./internal/scheduler:FuzzNormalize \
 	./internal/scheduler:FuzzMalformedRank \
 	./internal/pressure:FuzzParse \
+	./internal/router:FuzzModelField \
 	./internal/router:FuzzRewriteModel
 
 # VERSION and REVISION are stamped into every program (--version) and image
