@@ -246,25 +246,59 @@ func (rt *Router) Apply(s source.Snapshot) {
 // applyTier applies one source tier to its state, creating the state for a
 // new key. On error it returns the state unchanged (nil for a new key): the
 // previous configuration stays in force.
+//
+// Before the new intent is applied, every member it readmits is handed to
+// the Rechecker (docs/ROUTER.md#5-configuration-changes), so that the
+// member is not ready by the time admission can pick it, and stays out
+// until a probe started after the readmission passes.
 func (rt *Router) applyTier(ts *tierState, t source.Tier) (*tierState, error) {
 	cfg, acfg, intent, err := newTierConfig(t)
-	if err == nil && ts == nil {
-		var adm *admission.Tier
-		if adm, err = admission.New(acfg); err == nil {
-			ts = &tierState{key: t.Key, tierName: []string{t.Key}, admission: adm}
-		}
-	}
-	if err == nil {
-		err = ts.admission.Apply(acfg, intent)
-	}
 	if err != nil {
 		if ts != nil && ts.cfg.Load() == nil {
+			ts = nil
+		}
+		return ts, err
+	}
+	if ts == nil {
+		adm, err := admission.New(acfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidTier, err)
+		}
+		ts = &tierState{key: t.Key, tierName: []string{t.Key}, admission: adm}
+	} else if rt.recheck != nil {
+		for _, id := range readmitted(ts.admission.Snapshot(), intent, cfg.ids) {
+			rt.recheck.Recheck(t.Key, id)
+		}
+	}
+	if err := ts.admission.Apply(acfg, intent); err != nil {
+		if ts.cfg.Load() == nil {
 			ts = nil
 		}
 		return ts, fmt.Errorf("%w: %w", ErrInvalidTier, err)
 	}
 	ts.cfg.Store(cfg)
 	return ts, nil
+}
+
+// readmitted returns the members of ids that the admission state in force
+// keeps out by intent (the tier or the member itself is quiesced) and that
+// intent lets admit: the members a member or tier readmission makes
+// eligible. A member not in force (new, or removed and added again) is left
+// out: the readiness cache registers it afresh, not ready.
+func readmitted(in admission.Snapshot, intent admission.Intent, ids []string) []string {
+	if intent.Tier != "" {
+		return nil
+	}
+	var out []string
+	for _, m := range in.Members {
+		if m.Removed || !(in.Quiesced || m.Quiesced) || intent.Members[m.ID] != "" {
+			continue
+		}
+		if _, ok := slices.BinarySearch(ids, m.ID); ok {
+			out = append(out, m.ID)
+		}
+	}
+	return out
 }
 
 // byKey orders tier states by key.
