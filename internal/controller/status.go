@@ -74,6 +74,8 @@ func desiredStatus(tier *sluicev1.ReplicaTier, peers []sluicev1.ReplicaTier, now
 		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonNotAccepted, "the tier is not accepted")
 	case router == nil:
 		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonNoRouter, "no router has reported on this tier")
+	case router.ApplyError != nil && router.ApplyError.Generation == gen:
+		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonApplyFailed, applyFailedMessage(router, gen))
 	case router.AppliedGeneration == gen:
 		set(sluicev1.ConditionProgrammed, true, sluicev1.ReasonApplied,
 			fmt.Sprintf("router on %s applies generation %d", router.Node, gen))
@@ -125,6 +127,17 @@ func admittingMembers(tier *sluicev1.ReplicaTier) int {
 
 func memberInSpec(spec *sluicev1.ReplicaTierSpec, id string) bool {
 	return slices.ContainsFunc(spec.Members, func(m sluicev1.Member) bool { return m.ID == id })
+}
+
+// applyFailedMessage says which router cannot apply generation gen, why,
+// and which generation it applies instead. The router's message names
+// members and rules, never endpoints.
+func applyFailedMessage(router *sluicev1.RouterStatus, gen int64) string {
+	applies := "it applies no generation of this tier"
+	if router.AppliedGeneration > 0 {
+		applies = fmt.Sprintf("it still applies generation %d", router.AppliedGeneration)
+	}
+	return fmt.Sprintf("router on %s cannot apply generation %d (%s): %s", router.Node, gen, applies, router.ApplyError.Message)
 }
 
 func truncate(s string, n int) string {

@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,6 +107,16 @@ func TestDesiredStatusProgrammedAndReadyFollowRouter(t *testing.T) {
 		{"admitting member no longer in spec", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 2},
 			[]sluicev1.MemberStatus{{ID: "gone", Ready: true, Phase: sluicev1.MemberAdmitting}},
 			metav1.ConditionTrue, metav1.ConditionFalse, sluicev1.ReasonApplied, sluicev1.ReasonNoMemberAdmitting},
+		{"current generation failed to apply", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 1,
+			ApplyError: &sluicev1.ApplyError{Generation: 2, Message: "m"}},
+			[]sluicev1.MemberStatus{{ID: "gpu0", Ready: true, Phase: sluicev1.MemberAdmitting}},
+			metav1.ConditionFalse, metav1.ConditionTrue, sluicev1.ReasonApplyFailed, sluicev1.ReasonMembersAdmitting},
+		{"first generation failed to apply", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 0,
+			ApplyError: &sluicev1.ApplyError{Generation: 2, Message: "m"}}, nil,
+			metav1.ConditionFalse, metav1.ConditionFalse, sluicev1.ReasonApplyFailed, sluicev1.ReasonNoMemberAdmitting},
+		{"an older generation failed to apply", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 0,
+			ApplyError: &sluicev1.ApplyError{Generation: 1, Message: "m"}}, nil,
+			metav1.ConditionFalse, metav1.ConditionFalse, sluicev1.ReasonPending, sluicev1.ReasonNoMemberAdmitting},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			tier := validationtable.Base()
@@ -120,6 +131,29 @@ func TestDesiredStatusProgrammedAndReadyFollowRouter(t *testing.T) {
 				t.Errorf("Ready = %s/%s, want %s/%s", c.Status, c.Reason, tc.ready, tc.readyWhy)
 			}
 		})
+	}
+}
+
+// TestDesiredStatusApplyFailedMessage proves the ApplyFailed message names
+// the router, the generation, the generation still in force and the
+// router's reason, and stays within the bound and valid UTF-8.
+func TestDesiredStatusApplyFailedMessage(t *testing.T) {
+	tier := validationtable.Base()
+	tier.Generation = 5
+	tier.Status.Router = &sluicev1.RouterStatus{Node: "gpu-node-1", AppliedGeneration: 4,
+		ApplyError: &sluicev1.ApplyError{Generation: 5, Message: "router: tier cannot be applied: member gpu0 has an unusable endpoint"}}
+	c := cond(desiredStatus(tier, nil, t0), sluicev1.ConditionProgrammed)
+	want := "router on gpu-node-1 cannot apply generation 5 (it still applies generation 4): " +
+		"router: tier cannot be applied: member gpu0 has an unusable endpoint"
+	if c.Message != want {
+		t.Fatalf("message = %q, want %q", c.Message, want)
+	}
+	tier.Status.Router.AppliedGeneration = 0
+	tier.Status.Router.ApplyError.Message = strings.Repeat("é", sluicev1.MaxApplyErrorMessageLength/2)
+	c = cond(desiredStatus(tier, nil, t0), sluicev1.ConditionProgrammed)
+	if !strings.Contains(c.Message, "(it applies no generation of this tier)") || len(c.Message) > maxConditionMessage ||
+		!utf8.ValidString(c.Message) {
+		t.Fatalf("message = %q (%d bytes)", c.Message, len(c.Message))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -96,8 +97,15 @@ type table struct {
 	retired     []*tierState          // removed but holding leases, sorted by key.
 	rejected    []source.Rejection
 	fileErrors  []source.FileError
-	applyErrors map[string]string // tier key → why its new configuration was not applied.
-	models      []byte            // the GET /v1/models body.
+	applyErrors map[string]applyFailure // tier key → its configuration that was not applied.
+	models      []byte                  // the GET /v1/models body.
+}
+
+// applyFailure is a tier configuration the router could not apply.
+type applyFailure struct {
+	namespace, name string
+	generation      int64  // the refused configuration's; zero in files mode.
+	message         string // why, without endpoints or field values.
 }
 
 // lookup returns the state of the tier key and whether it is served; a
@@ -210,12 +218,12 @@ func (rt *Router) Apply(s source.Snapshot) {
 		aliases:     map[string]aliasEntry{},
 		rejected:    s.Rejected,
 		fileErrors:  s.Errors,
-		applyErrors: map[string]string{},
+		applyErrors: map[string]applyFailure{},
 	}
 	for _, t := range s.Tiers {
 		ts, err := rt.applyTier(known[t.Key], t)
 		if err != nil {
-			next.applyErrors[t.Key] = err.Error()
+			next.applyErrors[t.Key] = applyFailure{namespace: t.Namespace, name: t.Name, generation: t.Generation, message: err.Error()}
 			rt.log.Warn("tier not applied", "tier", t.Key, "error", err.Error())
 		}
 		if ts == nil {
@@ -298,6 +306,56 @@ func readmitted(in admission.Snapshot, intent admission.Intent, ids []string) []
 			out = append(out, m.ID)
 		}
 	}
+	return out
+}
+
+// AppliedTier is one tier as the router applies it, for status reporting.
+type AppliedTier struct {
+	// Key is the tier's namespace/name.
+	Key string
+	// Namespace is the tier's namespace.
+	Namespace string
+	// Name is the tier's name.
+	Name string
+	// Generation is the generation of the configuration in force. It is
+	// zero when no configuration of the tier is in force (its first one
+	// failed to apply) and in files mode.
+	Generation int64
+	// Members are the member ids of the configuration in force, sorted.
+	Members []string
+	// ApplyError says why the tier's latest configuration was not applied;
+	// empty when it was. The previous configuration, if any, stays in force.
+	ApplyError string
+	// FailedGeneration is the generation of the configuration that was not
+	// applied; zero when ApplyError is empty and in files mode.
+	FailedGeneration int64
+}
+
+// Applied returns every tier of the last applied snapshot the router
+// either serves or could not apply, sorted by key: the generation and
+// members actually in force, and why the latest configuration was refused.
+// Status reports take the generation from here, never from the snapshot,
+// so they never claim a generation the router does not serve. Applied
+// never waits.
+func (rt *Router) Applied() []AppliedTier {
+	tab := rt.table.Load()
+	out := make([]AppliedTier, 0, len(tab.served)+len(tab.applyErrors))
+	for _, ts := range tab.served {
+		cfg := ts.cfg.Load()
+		at := AppliedTier{Key: ts.key, Namespace: cfg.tier.Namespace, Name: cfg.tier.Name,
+			Generation: cfg.tier.Generation, Members: slices.Clone(cfg.ids)}
+		if f, failed := tab.applyErrors[ts.key]; failed {
+			at.ApplyError, at.FailedGeneration = f.message, f.generation
+		}
+		out = append(out, at)
+	}
+	for key, f := range tab.applyErrors {
+		if _, served := tab.lookup(key); !served {
+			out = append(out, AppliedTier{Key: key, Namespace: f.namespace, Name: f.name, Members: []string{},
+				ApplyError: f.message, FailedGeneration: f.generation})
+		}
+	}
+	slices.SortFunc(out, func(a, b AppliedTier) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
