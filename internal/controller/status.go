@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,9 +141,21 @@ func applyFailedMessage(router *sluicev1.RouterStatus, gen int64) string {
 	return fmt.Sprintf("router on %s cannot apply generation %d (%s): %s", router.Node, gen, applies, router.ApplyError.Message)
 }
 
+// truncate returns s cut to at most n bytes, ending in "..." when cut. It
+// cuts on a rune boundary, so valid UTF-8 stays valid; invalid bytes in s
+// are replaced with U+FFFD first, as the API server requires valid UTF-8.
 func truncate(s string, n int) string {
+	const ellipsis = "..."
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	keep, tail := n-len(ellipsis), ellipsis
+	if keep < 0 {
+		keep, tail = max(n, 0), ""
+	}
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + tail
 }

@@ -200,15 +200,33 @@ func TestDesiredStatusAliasConflict(t *testing.T) {
 }
 
 func TestTruncateBoundsMessages(t *testing.T) {
-	long := make([]byte, 5000)
-	for i := range long {
-		long[i] = 'x'
+	long := strings.Repeat("x", 5000)
+	// "é" is 2 bytes, "€" 3, "😀" 4; n = 10 keeps at most 7 bytes before "...".
+	tests := []struct {
+		name, in string
+		n        int
+		want     string
+	}{
+		{name: "short", in: "short", n: maxConditionMessage, want: "short"},
+		{name: "exactly n", in: "0123456789", n: 10, want: "0123456789"},
+		{name: "ascii", in: long, n: maxConditionMessage, want: long[:maxConditionMessage-3] + "..."},
+		{name: "two-byte rune across the cut", in: "012345é9abc", n: 10, want: "012345..."},
+		{name: "two-byte rune ending at the cut", in: "01234é789abc", n: 10, want: "01234é..."},
+		{name: "three-byte rune across the cut", in: "012345€9abc", n: 10, want: "012345..."},
+		{name: "three-byte rune starting one before", in: "0123456€abc", n: 10, want: "0123456..."},
+		{name: "four-byte rune across the cut", in: "01234😀9abc", n: 10, want: "01234..."},
+		{name: "only multi-byte runes", in: strings.Repeat("😀", 3), n: 10, want: "😀..."},
+		{name: "invalid bytes are replaced", in: "ab\xffcd", n: 10, want: "ab\uFFFDcd"},
+		{name: "invalid bytes before the cut", in: "0123\xff6789abc", n: 10, want: "0123\uFFFD..."},
+		{name: "bound below the ellipsis", in: "é1234", n: 2, want: "é"},
 	}
-	if got := truncate(string(long), maxConditionMessage); len(got) != maxConditionMessage {
-		t.Fatalf("len = %d", len(got))
-	}
-	if got := truncate("short", maxConditionMessage); got != "short" {
-		t.Fatalf("truncate changed a short message: %q", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := truncate(tc.in, tc.n)
+			if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
+				t.Fatalf("truncate(%q, %d) = %q (%d bytes), want %q", tc.in, tc.n, got, len(got), tc.want)
+			}
+		})
 	}
 }
 
