@@ -137,7 +137,7 @@ func (h *readmitHarness) apply(tiers ...source.Tier) {
 func (h *readmitHarness) send(alias string) (int, string, string) {
 	h.t.Helper()
 	rec := httptest.NewRecorder()
-	h.rt.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, pathChatCompletions, strings.NewReader(chat(alias))))
+	h.rt.ServeHTTP(rec, httptest.NewRequestWithContext(h.t.Context(), http.MethodPost, pathChatCompletions, strings.NewReader(chat(alias))))
 	body, _ := io.ReadAll(rec.Result().Body)
 	code := ""
 	if rec.Code != http.StatusOK {

@@ -299,7 +299,8 @@ func readmitted(in admission.Snapshot, intent admission.Intent, ids []string) []
 	}
 	var out []string
 	for _, m := range in.Members {
-		if m.Removed || !(in.Quiesced || m.Quiesced) || intent.Members[m.ID] != "" {
+		keptOut := in.Quiesced || m.Quiesced
+		if m.Removed || !keptOut || intent.Members[m.ID] != "" {
 			continue
 		}
 		if _, ok := slices.BinarySearch(ids, m.ID); ok {
