@@ -39,6 +39,10 @@ const (
 	ReasonPending ConditionReason = "Pending"
 	// ReasonNoRouter means no router has reported on the tier yet.
 	ReasonNoRouter ConditionReason = "NoRouter"
+	// ReasonApplyFailed means the router received the current generation
+	// but cannot apply it; the message says why, and the router keeps
+	// applying the generation it applied before, if any.
+	ReasonApplyFailed ConditionReason = "ApplyFailed"
 )
 
 // Reasons of the Ready condition.

@@ -334,9 +334,36 @@ type RouterStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node"`
 
-	// AppliedGeneration is the generation the router applies.
+	// AppliedGeneration is the generation the router applies: the one whose
+	// configuration is in force. Zero means the router applies none yet.
 	// +required
+	// +kubebuilder:validation:Minimum=0
 	AppliedGeneration int64 `json:"appliedGeneration"`
+
+	// ApplyError is set while the router cannot apply the latest generation
+	// it received; it keeps applying AppliedGeneration meanwhile. It is
+	// removed once a generation applies.
+	// +optional
+	ApplyError *ApplyError `json:"applyError,omitempty"`
+}
+
+// MaxApplyErrorMessageLength bounds ApplyError.Message, in bytes: enough for
+// one error naming a member and a rule, and a bound the router can cut to.
+const MaxApplyErrorMessageLength = 512
+
+// ApplyError says which generation the router could not apply and why.
+type ApplyError struct {
+	// Generation is the generation the router could not apply.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Generation int64 `json:"generation"`
+
+	// Message says why, naming members and rules but never endpoints or
+	// other field values.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message"`
 }
 
 // ReplicaTier declares the identical replicas of one model on one node and

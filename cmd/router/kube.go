@@ -71,7 +71,7 @@ func newTierSource(cfg config, logger *slog.Logger, admin *router.Admin) (tierSo
 	if err != nil {
 		return nil, err
 	}
-	view := status.NewRouterView(admin.Capacity)
+	view := status.NewRouterView(admin)
 	reporter, err := status.NewReporter(status.Options{
 		Writer: status.NewAPIWriter(c),
 		Node:   cfg.nodeName,
@@ -82,15 +82,14 @@ func newTierSource(cfg config, logger *slog.Logger, admin *router.Admin) (tierSo
 		return nil, err
 	}
 	logger.Info("kube source configured", "node", cfg.nodeName)
-	return &kubeSource{kube: kube, view: view, reporter: reporter}, nil
+	return &kubeSource{kube: kube, reporter: reporter}, nil
 }
 
 // kubeSource runs the kube source and the status reporter together: every
-// snapshot is published (applied by the router), recorded in the view, and
-// then the reporter compares.
+// snapshot is published (applied by the router), and then the reporter
+// compares what the router applies with what it wrote.
 type kubeSource struct {
 	kube     *source.Kube
-	view     *status.RouterView
 	reporter *status.Reporter
 }
 
@@ -103,7 +102,6 @@ func (k *kubeSource) Run(ctx context.Context, publish func(source.Snapshot)) err
 	wg.Go(func() { _ = k.reporter.Run(ctx) })
 	return k.kube.Run(ctx, func(s source.Snapshot) {
 		publish(s)
-		k.view.Applied(s)
 		k.reporter.Notify()
 	})
 }

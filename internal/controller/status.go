@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,8 @@ func desiredStatus(tier *sluicev1.ReplicaTier, peers []sluicev1.ReplicaTier, now
 		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonNotAccepted, "the tier is not accepted")
 	case router == nil:
 		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonNoRouter, "no router has reported on this tier")
+	case router.ApplyError != nil && router.ApplyError.Generation == gen:
+		set(sluicev1.ConditionProgrammed, false, sluicev1.ReasonApplyFailed, applyFailedMessage(router, gen))
 	case router.AppliedGeneration == gen:
 		set(sluicev1.ConditionProgrammed, true, sluicev1.ReasonApplied,
 			fmt.Sprintf("router on %s applies generation %d", router.Node, gen))
@@ -127,9 +130,32 @@ func memberInSpec(spec *sluicev1.ReplicaTierSpec, id string) bool {
 	return slices.ContainsFunc(spec.Members, func(m sluicev1.Member) bool { return m.ID == id })
 }
 
+// applyFailedMessage says which router cannot apply generation gen, why,
+// and which generation it applies instead. The router's message names
+// members and rules, never endpoints.
+func applyFailedMessage(router *sluicev1.RouterStatus, gen int64) string {
+	applies := "it applies no generation of this tier"
+	if router.AppliedGeneration > 0 {
+		applies = fmt.Sprintf("it still applies generation %d", router.AppliedGeneration)
+	}
+	return fmt.Sprintf("router on %s cannot apply generation %d (%s): %s", router.Node, gen, applies, router.ApplyError.Message)
+}
+
+// truncate returns s cut to at most n bytes, ending in "..." when cut. It
+// cuts on a rune boundary, so valid UTF-8 stays valid; invalid bytes in s
+// are replaced with U+FFFD first, as the API server requires valid UTF-8.
 func truncate(s string, n int) string {
+	const ellipsis = "..."
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	keep, tail := n-len(ellipsis), ellipsis
+	if keep < 0 {
+		keep, tail = max(n, 0), ""
+	}
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + tail
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,6 +107,16 @@ func TestDesiredStatusProgrammedAndReadyFollowRouter(t *testing.T) {
 		{"admitting member no longer in spec", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 2},
 			[]sluicev1.MemberStatus{{ID: "gone", Ready: true, Phase: sluicev1.MemberAdmitting}},
 			metav1.ConditionTrue, metav1.ConditionFalse, sluicev1.ReasonApplied, sluicev1.ReasonNoMemberAdmitting},
+		{"current generation failed to apply", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 1,
+			ApplyError: &sluicev1.ApplyError{Generation: 2, Message: "m"}},
+			[]sluicev1.MemberStatus{{ID: "gpu0", Ready: true, Phase: sluicev1.MemberAdmitting}},
+			metav1.ConditionFalse, metav1.ConditionTrue, sluicev1.ReasonApplyFailed, sluicev1.ReasonMembersAdmitting},
+		{"first generation failed to apply", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 0,
+			ApplyError: &sluicev1.ApplyError{Generation: 2, Message: "m"}}, nil,
+			metav1.ConditionFalse, metav1.ConditionFalse, sluicev1.ReasonApplyFailed, sluicev1.ReasonNoMemberAdmitting},
+		{"an older generation failed to apply", &sluicev1.RouterStatus{Node: "n", AppliedGeneration: 0,
+			ApplyError: &sluicev1.ApplyError{Generation: 1, Message: "m"}}, nil,
+			metav1.ConditionFalse, metav1.ConditionFalse, sluicev1.ReasonPending, sluicev1.ReasonNoMemberAdmitting},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			tier := validationtable.Base()
@@ -120,6 +131,29 @@ func TestDesiredStatusProgrammedAndReadyFollowRouter(t *testing.T) {
 				t.Errorf("Ready = %s/%s, want %s/%s", c.Status, c.Reason, tc.ready, tc.readyWhy)
 			}
 		})
+	}
+}
+
+// TestDesiredStatusApplyFailedMessage proves the ApplyFailed message names
+// the router, the generation, the generation still in force and the
+// router's reason, and stays within the bound and valid UTF-8.
+func TestDesiredStatusApplyFailedMessage(t *testing.T) {
+	tier := validationtable.Base()
+	tier.Generation = 5
+	tier.Status.Router = &sluicev1.RouterStatus{Node: "gpu-node-1", AppliedGeneration: 4,
+		ApplyError: &sluicev1.ApplyError{Generation: 5, Message: "router: tier cannot be applied: member gpu0 has an unusable endpoint"}}
+	c := cond(desiredStatus(tier, nil, t0), sluicev1.ConditionProgrammed)
+	want := "router on gpu-node-1 cannot apply generation 5 (it still applies generation 4): " +
+		"router: tier cannot be applied: member gpu0 has an unusable endpoint"
+	if c.Message != want {
+		t.Fatalf("message = %q, want %q", c.Message, want)
+	}
+	tier.Status.Router.AppliedGeneration = 0
+	tier.Status.Router.ApplyError.Message = strings.Repeat("é", sluicev1.MaxApplyErrorMessageLength/2)
+	c = cond(desiredStatus(tier, nil, t0), sluicev1.ConditionProgrammed)
+	if !strings.Contains(c.Message, "(it applies no generation of this tier)") || len(c.Message) > maxConditionMessage ||
+		!utf8.ValidString(c.Message) {
+		t.Fatalf("message = %q (%d bytes)", c.Message, len(c.Message))
 	}
 }
 
@@ -166,15 +200,33 @@ func TestDesiredStatusAliasConflict(t *testing.T) {
 }
 
 func TestTruncateBoundsMessages(t *testing.T) {
-	long := make([]byte, 5000)
-	for i := range long {
-		long[i] = 'x'
+	long := strings.Repeat("x", 5000)
+	// "é" is 2 bytes, "€" 3, "😀" 4; n = 10 keeps at most 7 bytes before "...".
+	tests := []struct {
+		name, in string
+		n        int
+		want     string
+	}{
+		{name: "short", in: "short", n: maxConditionMessage, want: "short"},
+		{name: "exactly n", in: "0123456789", n: 10, want: "0123456789"},
+		{name: "ascii", in: long, n: maxConditionMessage, want: long[:maxConditionMessage-3] + "..."},
+		{name: "two-byte rune across the cut", in: "012345é9abc", n: 10, want: "012345..."},
+		{name: "two-byte rune ending at the cut", in: "01234é789abc", n: 10, want: "01234é..."},
+		{name: "three-byte rune across the cut", in: "012345€9abc", n: 10, want: "012345..."},
+		{name: "three-byte rune starting one before", in: "0123456€abc", n: 10, want: "0123456..."},
+		{name: "four-byte rune across the cut", in: "01234😀9abc", n: 10, want: "01234..."},
+		{name: "only multi-byte runes", in: strings.Repeat("😀", 3), n: 10, want: "😀..."},
+		{name: "invalid bytes are replaced", in: "ab\xffcd", n: 10, want: "ab\uFFFDcd"},
+		{name: "invalid bytes before the cut", in: "0123\xff6789abc", n: 10, want: "0123\uFFFD..."},
+		{name: "bound below the ellipsis", in: "é1234", n: 2, want: "é"},
 	}
-	if got := truncate(string(long), maxConditionMessage); len(got) != maxConditionMessage {
-		t.Fatalf("len = %d", len(got))
-	}
-	if got := truncate("short", maxConditionMessage); got != "short" {
-		t.Fatalf("truncate changed a short message: %q", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := truncate(tc.in, tc.n)
+			if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
+				t.Fatalf("truncate(%q, %d) = %q (%d bytes), want %q", tc.in, tc.n, got, len(got), tc.want)
+			}
+		})
 	}
 }
 

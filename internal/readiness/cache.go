@@ -103,10 +103,14 @@ type member struct {
 	at       time.Time // when it completed; zero: no result yet
 	started  uint64    // probes started
 	finished uint64    // sequence number of the latest completed probe
-	changed  chan struct{}
-	wake     chan struct{} // capacity 1: a ProbeNow request
-	cancel   context.CancelFunc
-	gone     chan struct{} // closed when removed or the cache closes
+	// rechecked is the value of started at the latest Recheck: a probe with
+	// a sequence number up to it started before the Recheck and cannot make
+	// the member ready.
+	rechecked uint64
+	changed   chan struct{}
+	wake      chan struct{} // capacity 1: a ProbeNow or Recheck request
+	cancel    context.CancelFunc
+	gone      chan struct{} // closed when removed or the cache closes
 }
 
 // New returns a Cache with no tiers. It starts no goroutine.
@@ -354,7 +358,7 @@ func (c *Cache) probe(ctx context.Context, m *member) {
 	}
 	end := c.clock.Now()
 	elapsed := end.Sub(start)
-	m.ready = err == nil && elapsed >= 0 && elapsed <= ProbeTimeout
+	m.ready = err == nil && elapsed >= 0 && elapsed <= ProbeTimeout && seq > m.rechecked
 	m.at = end
 	m.finished = seq
 	close(m.changed)
@@ -384,7 +388,7 @@ func (c *Cache) Ready(tier string) (map[string]bool, error) {
 	return out, nil
 }
 
-// ProbeNow asks the member's prober for an immediate probe, as readmission
+// ProbeNow asks the member's prober for an immediate probe, as Recheck
 // does, and waits for a probe that started after the call to complete. It
 // returns that probe's result; the result is also published for Ready. If
 // ctx ends first the probe still completes and is published, and ctx's error
@@ -442,6 +446,35 @@ func (c *Cache) ProbeNow(ctx context.Context, tier, member string) (bool, error)
 		c.mu.Lock()
 	}
 	return m.ready, nil
+}
+
+// Recheck marks the member not ready at once and asks its prober for an
+// immediate probe: the member is ready again only when a probe that started
+// after the call passes. A probe already in flight may still complete, but
+// even a passing one leaves the member not ready. The router calls it when a
+// connection to the member failed (passive ejection) and when the member is
+// readmitted (docs/ROUTER.md#5-configuration-changes); it implements
+// router.Rechecker.
+//
+// Recheck never blocks. It does nothing for an unknown tier or member or a
+// closed Cache. Before Run (or after it returned) the member stays not ready
+// until the first probe of the next Run passes.
+func (c *Cache) Recheck(tier, member string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	m := c.tiers[tier].find(member)
+	if m == nil {
+		return
+	}
+	m.ready = false
+	m.rechecked = m.started
+	select {
+	case m.wake <- struct{}{}:
+	default: // a request is already pending; it starts after this call
+	}
 }
 
 // Close stops the Cache. It is idempotent and never blocks: probers are

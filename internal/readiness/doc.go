@@ -5,8 +5,9 @@
 // It owns the probes and their latest results. Each registered member has one
 // prober goroutine, started by Run and stopped by Run's context, Close or the
 // member's removal; it probes once at start, then every interval and whenever
-// ProbeNow asks (readmission). The request path only reads completed results
-// through Ready.
+// Recheck (passive ejection, readmission) or ProbeNow asks. Recheck makes the
+// member not ready until a probe that started after it passes. The request
+// path only reads completed results through Ready.
 //
 // The package must never probe on the request path, hold its lock during I/O,
 // start a goroutine per request or per probe, treat a prefix or

@@ -225,6 +225,11 @@ func (a *Admin) Capacity() CapacityView {
 	return view
 }
 
+// Applied returns Router.Applied: the generation and members in force of
+// every applied tier and the configurations that could not be applied. The
+// router's status reporter calls it.
+func (a *Admin) Applied() []AppliedTier { return a.rt.Applied() }
+
 // tierCapacity projects one tier's admission snapshot, readiness and
 // pressure. Pressure is read with Peek, which schedules nothing.
 func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool) TierCapacity {
@@ -374,7 +379,7 @@ func (a *Admin) tierViews(tab *table) []TierView {
 	seen := map[string]bool{}
 	for _, ts := range tab.served {
 		v := newTierView(ts.cfg.Load().tier, true, fileErr)
-		v.ApplyError = tab.applyErrors[ts.key]
+		v.ApplyError = tab.applyErrors[ts.key].message
 		views = append(views, v)
 		seen[ts.key] = true
 	}
@@ -383,9 +388,9 @@ func (a *Admin) tierViews(tab *table) []TierView {
 		v.Rejection = &RejectionView{Reason: string(r.Reason), Message: r.Message}
 		views = append(views, v)
 	}
-	for key, msg := range tab.applyErrors {
+	for key, f := range tab.applyErrors {
 		if !seen[key] {
-			views = append(views, TierView{Tier: key, ApplyError: msg, Aliases: []string{}, Members: []MemberView{}})
+			views = append(views, TierView{Tier: key, ApplyError: f.message, Aliases: []string{}, Members: []MemberView{}})
 		}
 	}
 	slices.SortStableFunc(views, func(a, b TierView) int {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -96,8 +97,15 @@ type table struct {
 	retired     []*tierState          // removed but holding leases, sorted by key.
 	rejected    []source.Rejection
 	fileErrors  []source.FileError
-	applyErrors map[string]string // tier key → why its new configuration was not applied.
-	models      []byte            // the GET /v1/models body.
+	applyErrors map[string]applyFailure // tier key → its configuration that was not applied.
+	models      []byte                  // the GET /v1/models body.
+}
+
+// applyFailure is a tier configuration the router could not apply.
+type applyFailure struct {
+	namespace, name string
+	generation      int64  // the refused configuration's; zero in files mode.
+	message         string // why, without endpoints or field values.
 }
 
 // lookup returns the state of the tier key and whether it is served; a
@@ -210,12 +218,12 @@ func (rt *Router) Apply(s source.Snapshot) {
 		aliases:     map[string]aliasEntry{},
 		rejected:    s.Rejected,
 		fileErrors:  s.Errors,
-		applyErrors: map[string]string{},
+		applyErrors: map[string]applyFailure{},
 	}
 	for _, t := range s.Tiers {
 		ts, err := rt.applyTier(known[t.Key], t)
 		if err != nil {
-			next.applyErrors[t.Key] = err.Error()
+			next.applyErrors[t.Key] = applyFailure{namespace: t.Namespace, name: t.Name, generation: t.Generation, message: err.Error()}
 			rt.log.Warn("tier not applied", "tier", t.Key, "error", err.Error())
 		}
 		if ts == nil {
@@ -246,25 +254,110 @@ func (rt *Router) Apply(s source.Snapshot) {
 // applyTier applies one source tier to its state, creating the state for a
 // new key. On error it returns the state unchanged (nil for a new key): the
 // previous configuration stays in force.
+//
+// Before the new intent is applied, every member it readmits is handed to
+// the Rechecker (docs/ROUTER.md#5-configuration-changes), so that the
+// member is not ready by the time admission can pick it, and stays out
+// until a probe started after the readmission passes.
 func (rt *Router) applyTier(ts *tierState, t source.Tier) (*tierState, error) {
 	cfg, acfg, intent, err := newTierConfig(t)
-	if err == nil && ts == nil {
-		var adm *admission.Tier
-		if adm, err = admission.New(acfg); err == nil {
-			ts = &tierState{key: t.Key, tierName: []string{t.Key}, admission: adm}
-		}
-	}
-	if err == nil {
-		err = ts.admission.Apply(acfg, intent)
-	}
 	if err != nil {
 		if ts != nil && ts.cfg.Load() == nil {
+			ts = nil
+		}
+		return ts, err
+	}
+	if ts == nil {
+		adm, err := admission.New(acfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidTier, err)
+		}
+		ts = &tierState{key: t.Key, tierName: []string{t.Key}, admission: adm}
+	} else if rt.recheck != nil {
+		for _, id := range readmitted(ts.admission.Snapshot(), intent, cfg.ids) {
+			rt.recheck.Recheck(t.Key, id)
+		}
+	}
+	if err := ts.admission.Apply(acfg, intent); err != nil {
+		if ts.cfg.Load() == nil {
 			ts = nil
 		}
 		return ts, fmt.Errorf("%w: %w", ErrInvalidTier, err)
 	}
 	ts.cfg.Store(cfg)
 	return ts, nil
+}
+
+// readmitted returns the members of ids that the admission state in force
+// keeps out by intent (the tier or the member itself is quiesced) and that
+// intent lets admit: the members a member or tier readmission makes
+// eligible. A member not in force (new, or removed and added again) is left
+// out: the readiness cache registers it afresh, not ready.
+func readmitted(in admission.Snapshot, intent admission.Intent, ids []string) []string {
+	if intent.Tier != "" {
+		return nil
+	}
+	var out []string
+	for _, m := range in.Members {
+		keptOut := in.Quiesced || m.Quiesced
+		if m.Removed || !keptOut || intent.Members[m.ID] != "" {
+			continue
+		}
+		if _, ok := slices.BinarySearch(ids, m.ID); ok {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+// AppliedTier is one tier as the router applies it, for status reporting.
+type AppliedTier struct {
+	// Key is the tier's namespace/name.
+	Key string
+	// Namespace is the tier's namespace.
+	Namespace string
+	// Name is the tier's name.
+	Name string
+	// Generation is the generation of the configuration in force. It is
+	// zero when no configuration of the tier is in force (its first one
+	// failed to apply) and in files mode.
+	Generation int64
+	// Members are the member ids of the configuration in force, sorted.
+	Members []string
+	// ApplyError says why the tier's latest configuration was not applied;
+	// empty when it was. The previous configuration, if any, stays in force.
+	ApplyError string
+	// FailedGeneration is the generation of the configuration that was not
+	// applied; zero when ApplyError is empty and in files mode.
+	FailedGeneration int64
+}
+
+// Applied returns every tier of the last applied snapshot the router
+// either serves or could not apply, sorted by key: the generation and
+// members actually in force, and why the latest configuration was refused.
+// Status reports take the generation from here, never from the snapshot,
+// so they never claim a generation the router does not serve. Applied
+// never waits.
+func (rt *Router) Applied() []AppliedTier {
+	tab := rt.table.Load()
+	out := make([]AppliedTier, 0, len(tab.served)+len(tab.applyErrors))
+	for _, ts := range tab.served {
+		cfg := ts.cfg.Load()
+		at := AppliedTier{Key: ts.key, Namespace: cfg.tier.Namespace, Name: cfg.tier.Name,
+			Generation: cfg.tier.Generation, Members: slices.Clone(cfg.ids)}
+		if f, failed := tab.applyErrors[ts.key]; failed {
+			at.ApplyError, at.FailedGeneration = f.message, f.generation
+		}
+		out = append(out, at)
+	}
+	for key, f := range tab.applyErrors {
+		if _, served := tab.lookup(key); !served {
+			out = append(out, AppliedTier{Key: key, Namespace: f.namespace, Name: f.name, Members: []string{},
+				ApplyError: f.message, FailedGeneration: f.generation})
+		}
+	}
+	slices.SortFunc(out, func(a, b AppliedTier) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
 // byKey orders tier states by key.

@@ -1,13 +1,15 @@
 // Package status reports what the router on a node applies back into the
-// ReplicaTiers it serves: status.router (node, appliedGeneration) and
-// status.members (id, ready, phase Admitting, Draining or Drained), written
+// ReplicaTiers it serves: status.router (node, appliedGeneration,
+// applyError) and status.members (id, ready, phase Admitting, Draining or Drained), written
 // with server-side apply under the field manager "sluice-router", so the
 // manager's fields (observedGeneration, conditions, admission) are never
 // touched.
 //
-// A RouterView derives one Report per served tier from the applied
-// source.Snapshot and the router's capacity view (admission phases and
-// readiness). The Reporter compares the view with what it last wrote on a
+// A RouterView derives one Report per tier from what the router actually
+// has in force (router.Router.Applied: the generation and members of the
+// configuration in force, and why a newer one failed to apply) and the
+// router's capacity view (admission phases and readiness), so a report
+// never claims a generation the router does not serve. The Reporter compares the view with what it last wrote on a
 // short timer and after every applied snapshot, and writes a tier only when
 // its report changed: transitions only, coalesced, at most one write per
 // tier per MinWriteInterval, backing off while the API server fails.

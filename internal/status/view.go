@@ -1,13 +1,12 @@
 package status
 
 import (
-	"cmp"
 	"slices"
-	"sync"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/router"
-	"github.com/sluice-dev/sluice/internal/source"
 )
 
 // Report is the router-owned status of one tier.
@@ -16,9 +15,13 @@ type Report struct {
 	Namespace string
 	// Name is the tier's name.
 	Name string
-	// AppliedGeneration is the generation the router applies; it becomes
+	// AppliedGeneration is the generation whose configuration the router
+	// has in force, zero when none; it becomes
 	// status.router.appliedGeneration.
 	AppliedGeneration int64
+	// ApplyError, when set, is the generation the router could not apply
+	// and why; it becomes status.router.applyError.
+	ApplyError *v1alpha1.ApplyError
 	// Members are the applied members with their readiness and effective
 	// phase, sorted by id; they become status.members.
 	Members []v1alpha1.MemberStatus
@@ -30,6 +33,7 @@ func (r Report) Key() string { return r.Namespace + "/" + r.Name }
 // equal reports whether two reports say the same.
 func (r Report) equal(o Report) bool {
 	return r.Namespace == o.Namespace && r.Name == o.Name && r.AppliedGeneration == o.AppliedGeneration &&
+		(r.ApplyError == nil) == (o.ApplyError == nil) && (r.ApplyError == nil || *r.ApplyError == *o.ApplyError) &&
 		slices.Equal(r.Members, o.Members)
 }
 
@@ -40,65 +44,47 @@ type View interface {
 	Reports() []Report
 }
 
-// RouterView is the View of one router: the tiers of the last applied
-// source.Snapshot that carry a generation (the kube source's), with each
-// applied member's readiness and admission phase read from the router's
-// capacity view. Removed members still holding leases are not reported:
-// status.members lists the members of the applied generation. It is safe for
-// concurrent use.
+// RouterState is what a RouterView reads from the router; *router.Admin
+// implements it. Neither method may wait.
+type RouterState interface {
+	// Capacity returns the admission state, readiness and phase of every
+	// served tier's members.
+	Capacity() router.CapacityView
+	// Applied returns the generation and members in force of every tier of
+	// the last applied snapshot, and why a tier's latest configuration was
+	// not applied.
+	Applied() []router.AppliedTier
+}
+
+// RouterView is the View of one router. It reports every tier the router
+// applies or failed to apply that carries a generation (the kube source's):
+// the generation actually in force (router.Router.Applied, never the
+// snapshot's, so a generation that failed to apply is never claimed), the
+// generation that failed and why, and each member of the configuration in
+// force with its readiness and admission phase from the capacity view.
+// Removed members still holding leases are not reported: status.members
+// lists the members of the applied generation. It is safe for concurrent
+// use.
 type RouterView struct {
-	capacity func() router.CapacityView
-
-	mu      sync.Mutex
-	applied []appliedTier // sorted by key.
+	router RouterState
 }
 
-// appliedTier is what RouterView remembers of one applied tier.
-type appliedTier struct {
-	key, namespace, name string
-	generation           int64
-	members              []string // sorted ids.
+// NewRouterView returns a RouterView reading r, normally the router's
+// *router.Admin.
+func NewRouterView(r RouterState) *RouterView {
+	return &RouterView{router: r}
 }
 
-// NewRouterView returns a RouterView reading capacity, normally
-// (*router.Admin).Capacity. It reports nothing until Applied is called.
-func NewRouterView(capacity func() router.CapacityView) *RouterView {
-	return &RouterView{capacity: capacity}
-}
-
-// Applied records the snapshot the router has just applied. Call it after
-// router.Router.Apply returned, then Reporter.Notify.
-func (v *RouterView) Applied(s source.Snapshot) {
-	applied := make([]appliedTier, 0, len(s.Tiers))
-	for _, t := range s.Tiers {
-		if t.Generation == 0 {
-			continue // files mode: there is no object to report on.
-		}
-		at := appliedTier{key: t.Key, namespace: t.Namespace, name: t.Name, generation: t.Generation}
-		for _, m := range t.Spec.Members {
-			at.members = append(at.members, m.ID)
-		}
-		slices.Sort(at.members)
-		applied = append(applied, at)
-	}
-	slices.SortFunc(applied, func(a, b appliedTier) int { return cmp.Compare(a.key, b.key) })
-	v.mu.Lock()
-	v.applied = applied
-	v.mu.Unlock()
-}
-
-// Reports returns one report per applied tier the router serves, sorted by
-// key. A tier the router does not serve (its configuration could not be
-// applied) is left out.
+// Reports returns one report per tier the router applies or failed to
+// apply, sorted by key. Files-mode tiers (no generation) are left out, and
+// so is a served tier the capacity view does not show (yet).
 func (v *RouterView) Reports() []Report {
-	v.mu.Lock()
-	applied := v.applied
-	v.mu.Unlock()
+	applied := v.router.Applied()
 	if len(applied) == 0 {
 		return nil
 	}
 	byTier := map[string]*router.TierCapacity{}
-	view := v.capacity()
+	view := v.router.Capacity()
 	for i := range view.Tiers {
 		if tc := &view.Tiers[i]; !tc.Removed {
 			byTier[tc.Tier] = tc
@@ -106,19 +92,44 @@ func (v *RouterView) Reports() []Report {
 	}
 	out := make([]Report, 0, len(applied))
 	for _, at := range applied {
-		tc := byTier[at.key]
-		if tc == nil {
-			continue
+		if at.Generation == 0 && at.FailedGeneration == 0 {
+			continue // files mode: there is no object to report on.
 		}
-		r := Report{Namespace: at.namespace, Name: at.name, AppliedGeneration: at.generation,
-			Members: make([]v1alpha1.MemberStatus, 0, len(at.members))}
-		for _, mc := range tc.Members {
-			if _, ok := slices.BinarySearch(at.members, mc.ID); !ok || mc.State == "removed" {
+		r := Report{Namespace: at.Namespace, Name: at.Name, AppliedGeneration: at.Generation,
+			Members: make([]v1alpha1.MemberStatus, 0, len(at.Members))}
+		if at.ApplyError != "" && at.FailedGeneration > 0 {
+			r.ApplyError = &v1alpha1.ApplyError{Generation: at.FailedGeneration,
+				Message: truncateMessage(at.ApplyError, v1alpha1.MaxApplyErrorMessageLength)}
+		}
+		if at.Generation > 0 {
+			tc := byTier[at.Key]
+			if tc == nil {
 				continue
 			}
-			r.Members = append(r.Members, v1alpha1.MemberStatus{ID: mc.ID, Ready: mc.Ready, Phase: v1alpha1.MemberPhase(mc.Phase)})
+			for _, mc := range tc.Members {
+				if _, ok := slices.BinarySearch(at.Members, mc.ID); !ok || mc.State == "removed" {
+					continue
+				}
+				r.Members = append(r.Members, v1alpha1.MemberStatus{ID: mc.ID, Ready: mc.Ready, Phase: v1alpha1.MemberPhase(mc.Phase)})
+			}
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// truncateMessage returns s cut to at most n bytes on a rune boundary,
+// ending in "..." when cut; invalid UTF-8 in s is replaced first, so the
+// result is always valid UTF-8.
+func truncateMessage(s string, n int) string {
+	const ellipsis = "..."
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }

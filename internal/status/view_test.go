@@ -2,7 +2,10 @@ package status
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1alpha1/validationtable"
@@ -24,14 +27,13 @@ func snapshot(gen int64, quiesce *v1alpha1.QuiesceSpec) source.Snapshot {
 func TestRouterViewFromARouter(t *testing.T) {
 	rt := router.New(router.Options{})
 	admin := router.NewAdmin(rt, router.AdminOptions{})
-	v := NewRouterView(admin.Capacity)
+	v := NewRouterView(admin)
 	if got := v.Reports(); len(got) != 0 {
-		t.Fatalf("reports before Applied: %+v", got)
+		t.Fatalf("reports before Apply: %+v", got)
 	}
 
 	s := snapshot(4, &v1alpha1.QuiesceSpec{Members: map[string]v1alpha1.QuiesceReason{"gpu1": "maintenance"}})
 	rt.Apply(s)
-	v.Applied(s)
 	want := []Report{{Namespace: "default", Name: "llama", AppliedGeneration: 4, Members: []v1alpha1.MemberStatus{
 		{ID: "gpu0", Ready: true, Phase: v1alpha1.MemberAdmitting},
 		{ID: "gpu1", Ready: true, Phase: v1alpha1.MemberDrained},
@@ -43,7 +45,6 @@ func TestRouterViewFromARouter(t *testing.T) {
 	// Tier quiesce makes every member Drained (no request in flight).
 	s = snapshot(5, &v1alpha1.QuiesceSpec{Tier: "maintenance"})
 	rt.Apply(s)
-	v.Applied(s)
 	got := v.Reports()
 	if len(got) != 1 || got[0].AppliedGeneration != 5 || got[0].Members[0].Phase != v1alpha1.MemberDrained ||
 		got[0].Members[1].Phase != v1alpha1.MemberDrained {
@@ -53,31 +54,152 @@ func TestRouterViewFromARouter(t *testing.T) {
 	// Files-mode tiers (generation zero) are not reported.
 	s = snapshot(0, nil)
 	rt.Apply(s)
-	v.Applied(s)
 	if got := v.Reports(); len(got) != 0 {
 		t.Fatalf("files-mode reports = %+v", got)
 	}
 }
 
-func TestRouterViewProjection(t *testing.T) {
-	capacity := router.CapacityView{Tiers: []router.TierCapacity{
-		{Tier: "default/llama", Members: []router.MemberCapacity{
-			{ID: "gpu0", Ready: true, Phase: "Draining", State: "quiesced", Active: 1},
-			{ID: "gpu1", Ready: false, Phase: "Admitting", State: "admitting"},
-			{ID: "gpu9", Ready: false, Phase: "Draining", State: "removed", Active: 1},
-		}},
-		{Tier: "default/gone", Removed: true},
-		{Tier: "default/unapplied"},
-	}}
-	v := NewRouterView(func() router.CapacityView { return capacity })
-	s := snapshot(2, nil)
-	s.Tiers = append(s.Tiers, source.Tier{Key: "default/missing", Namespace: "default", Name: "missing", Generation: 1})
-	v.Applied(s)
-	want := []Report{{Namespace: "default", Name: "llama", AppliedGeneration: 2, Members: []v1alpha1.MemberStatus{
-		{ID: "gpu0", Ready: true, Phase: v1alpha1.MemberDraining},
-		{ID: "gpu1", Ready: false, Phase: v1alpha1.MemberAdmitting},
+// unusable returns s with its tier's first member given an endpoint the
+// router cannot use. The API refuses such an endpoint (v1alpha1.Validate
+// and the CRD agree with the router on every endpoint and bound), so this
+// is the narrowest seam that makes an apply fail: a snapshot tier the
+// source did not validate.
+func unusable(s source.Snapshot) source.Snapshot {
+	s.Tiers[0].Spec.Members = slices.Clone(s.Tiers[0].Spec.Members)
+	s.Tiers[0].Spec.Members[0].Endpoint = "ftp://secret-host.example:21"
+	return s
+}
+
+// TestRouterViewNeverClaimsAFailedGeneration applies a generation that
+// fails: the report keeps the generation and members in force and names
+// the failed generation and why, without the endpoint; a tier whose first
+// generation fails reports generation zero; a later good generation clears
+// the error.
+func TestRouterViewNeverClaimsAFailedGeneration(t *testing.T) {
+	rt := router.New(router.Options{})
+	admin := router.NewAdmin(rt, router.AdminOptions{})
+	v := NewRouterView(admin)
+	rt.Apply(snapshot(4, nil))
+
+	bad := unusable(snapshot(5, nil))
+	bad.Tiers[0].Spec.Members = bad.Tiers[0].Spec.Members[:1] // also a membership change that must not show.
+	rt.Apply(bad)
+	got := v.Reports()
+	if len(got) != 1 {
+		t.Fatalf("reports = %+v", got)
+	}
+	r := got[0]
+	if r.AppliedGeneration != 4 || len(r.Members) != 2 {
+		t.Fatalf("report after a failed apply = %+v, want generation 4 and both members still in force", r)
+	}
+	if r.ApplyError == nil || r.ApplyError.Generation != 5 || !strings.Contains(r.ApplyError.Message, "gpu0") ||
+		strings.Contains(r.ApplyError.Message, "secret-host") || strings.Contains(r.ApplyError.Message, "ftp") {
+		t.Fatalf("apply error = %+v, want generation 5 naming member gpu0 and no endpoint", r.ApplyError)
+	}
+
+	// A tier that never applied: generation zero, no members, the error.
+	fresh := unusable(snapshot(1, nil))
+	fresh.Tiers[0].Key, fresh.Tiers[0].Name = "default/fresh", "fresh"
+	fresh.Tiers[0].Spec.Aliases = []string{"fresh"}
+	rt.Apply(source.Snapshot{Tiers: []source.Tier{bad.Tiers[0], fresh.Tiers[0]}})
+	got = v.Reports()
+	if len(got) != 2 || got[0].Name != "fresh" || got[1].Name != "llama" {
+		t.Fatalf("reports = %+v, want fresh and llama", got)
+	}
+	if f := got[0]; f.AppliedGeneration != 0 || len(f.Members) != 0 || f.ApplyError == nil || f.ApplyError.Generation != 1 {
+		t.Fatalf("never applied tier = %+v", f)
+	}
+	if got[1].AppliedGeneration != 4 || got[1].ApplyError == nil {
+		t.Fatalf("llama = %+v", got[1])
+	}
+
+	// The next good generation is applied and the error is gone.
+	rt.Apply(snapshot(6, nil))
+	want := []Report{{Namespace: "default", Name: "llama", AppliedGeneration: 6, Members: []v1alpha1.MemberStatus{
+		{ID: "gpu0", Ready: true, Phase: v1alpha1.MemberAdmitting},
+		{ID: "gpu1", Ready: true, Phase: v1alpha1.MemberAdmitting},
 	}}}
 	if got := v.Reports(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("reports = %+v, want %+v (removed members and tiers the router does not serve are left out)", got, want)
+		t.Fatalf("reports = %+v, want %+v", got, want)
+	}
+
+	// Files mode: an apply error without a generation is not reported.
+	files := router.New(router.Options{})
+	v = NewRouterView(router.NewAdmin(files, router.AdminOptions{}))
+	files.Apply(snapshot(0, nil))
+	files.Apply(unusable(snapshot(0, nil)))
+	if got := v.Reports(); len(got) != 0 {
+		t.Fatalf("files-mode reports = %+v", got)
+	}
+}
+
+// fakeState is a RouterState the test sets.
+type fakeState struct {
+	capacity router.CapacityView
+	applied  []router.AppliedTier
+}
+
+func (f fakeState) Capacity() router.CapacityView { return f.capacity }
+func (f fakeState) Applied() []router.AppliedTier { return f.applied }
+
+func TestRouterViewProjection(t *testing.T) {
+	long := strings.Repeat("é", v1alpha1.MaxApplyErrorMessageLength) // two bytes each.
+	state := fakeState{
+		capacity: router.CapacityView{Tiers: []router.TierCapacity{
+			{Tier: "default/llama", Members: []router.MemberCapacity{
+				{ID: "gpu0", Ready: true, Phase: "Draining", State: "quiesced", Active: 1},
+				{ID: "gpu1", Ready: false, Phase: "Admitting", State: "admitting"},
+				{ID: "gpu2", Ready: true, Phase: "Admitting", State: "admitting"},
+				{ID: "gpu9", Ready: false, Phase: "Draining", State: "removed", Active: 1},
+			}},
+			{Tier: "default/gone", Removed: true},
+			{Tier: "default/unapplied"},
+		}},
+		applied: []router.AppliedTier{
+			{Key: "default/gone", Namespace: "default", Name: "gone", Generation: 3, Members: []string{"gpu0"}},
+			{Key: "default/llama", Namespace: "default", Name: "llama", Generation: 2, Members: []string{"gpu0", "gpu1", "gpu9"},
+				ApplyError: long, FailedGeneration: 3},
+		},
+	}
+	v := NewRouterView(state)
+	got := v.Reports()
+	if len(got) != 1 {
+		t.Fatalf("reports = %+v, want llama only (a tier missing from the capacity view waits)", got)
+	}
+	want := []v1alpha1.MemberStatus{
+		{ID: "gpu0", Ready: true, Phase: v1alpha1.MemberDraining},
+		{ID: "gpu1", Ready: false, Phase: v1alpha1.MemberAdmitting},
+	}
+	if r := got[0]; r.AppliedGeneration != 2 || !reflect.DeepEqual(r.Members, want) {
+		t.Fatalf("report = %+v, want members %+v (only the members in force, removed ones left out)", r, want)
+	}
+	msg := got[0].ApplyError.Message
+	if got[0].ApplyError.Generation != 3 || len(msg) > v1alpha1.MaxApplyErrorMessageLength || !utf8.ValidString(msg) ||
+		!strings.HasSuffix(msg, "é...") {
+		t.Fatalf("apply error = %d %q (%d bytes), want generation 3 cut on a rune boundary within the bound",
+			got[0].ApplyError.Generation, msg, len(msg))
+	}
+}
+
+func TestTruncateMessage(t *testing.T) {
+	tests := []struct {
+		name, in string
+		n        int
+		want     string
+	}{
+		{name: "fits", in: "abc", n: 3, want: "abc"},
+		{name: "ascii cut", in: "abcdefgh", n: 6, want: "abc..."},
+		{name: "two-byte rune across the cut", in: "abé" + "defgh", n: 6, want: "ab..."},
+		{name: "four-byte rune across the cut", in: "a😀bcdefgh", n: 6, want: "a..."},
+		{name: "rune ending at the cut", in: "aé" + "bcdefgh", n: 6, want: "aé..."},
+		{name: "invalid input made valid", in: "ab\xffcd", n: 16, want: "ab\uFFFDcd"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := truncateMessage(tc.in, tc.n)
+			if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
+				t.Fatalf("truncateMessage(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+			}
+		})
 	}
 }

@@ -42,18 +42,23 @@ func (w *APIWriter) Write(ctx context.Context, node string, report Report) error
 
 // applyObject is the apply configuration of one report: exactly the
 // router-owned fields. Every member entry is listed, so a member the router
-// no longer applies leaves status.members with the next apply.
+// no longer applies leaves status.members with the next apply, and
+// status.router.applyError leaves with the first apply that omits it.
 func applyObject(node string, report Report) *unstructured.Unstructured {
 	members := make([]any, 0, len(report.Members))
 	for _, m := range report.Members {
 		members = append(members, map[string]any{"id": m.ID, "ready": m.Ready, "phase": string(m.Phase)})
+	}
+	rs := map[string]any{"node": node, "appliedGeneration": report.AppliedGeneration}
+	if e := report.ApplyError; e != nil {
+		rs["applyError"] = map[string]any{"generation": e.Generation, "message": e.Message}
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ReplicaTier",
 		"metadata":   map[string]any{"name": report.Name, "namespace": report.Namespace},
 		"status": map[string]any{
-			"router":  map[string]any{"node": node, "appliedGeneration": report.AppliedGeneration},
+			"router":  rs,
 			"members": members,
 		},
 	}}

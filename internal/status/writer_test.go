@@ -38,6 +38,42 @@ func TestApplyObjectHoldsOnlyRouterFields(t *testing.T) {
 	_ = u.DeepCopy()
 }
 
+// TestApplyObjectApplyError proves a report's apply error is written under
+// status.router, and that a report without one omits the field, which
+// server-side apply then removes.
+func TestApplyObjectApplyError(t *testing.T) {
+	r := Report{Namespace: "ns", Name: "llama", AppliedGeneration: 0,
+		ApplyError: &v1alpha1.ApplyError{Generation: 3, Message: "member gpu0 has an unusable endpoint"}}
+	router := applyObject("gpu-node-1", r).Object["status"].(map[string]any)["router"]
+	want := map[string]any{"node": "gpu-node-1", "appliedGeneration": int64(0),
+		"applyError": map[string]any{"generation": int64(3), "message": "member gpu0 has an unusable endpoint"}}
+	if !reflect.DeepEqual(router, want) {
+		t.Fatalf("status.router = %#v, want %#v", router, want)
+	}
+	r.ApplyError = nil
+	if _, ok := applyObject("gpu-node-1", r).Object["status"].(map[string]any)["router"].(map[string]any)["applyError"]; ok {
+		t.Fatal("a report without an apply error writes one")
+	}
+}
+
+// TestReportEqual proves a changed apply error is a changed report, so the
+// reporter writes it.
+func TestReportEqual(t *testing.T) {
+	base := Report{Namespace: "ns", Name: "llama", AppliedGeneration: 2}
+	failed := base
+	failed.ApplyError = &v1alpha1.ApplyError{Generation: 3, Message: "m"}
+	again := base
+	again.ApplyError = &v1alpha1.ApplyError{Generation: 3, Message: "m"}
+	other := base
+	other.ApplyError = &v1alpha1.ApplyError{Generation: 4, Message: "m"}
+	switch {
+	case !base.equal(base), !failed.equal(again):
+		t.Fatal("equal reports differ")
+	case base.equal(failed), failed.equal(base), failed.equal(other):
+		t.Fatal("reports with different apply errors are equal")
+	}
+}
+
 // statusClient answers every status apply with err and records the options.
 type statusClient struct {
 	client.SubResourceWriter

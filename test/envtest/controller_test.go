@@ -3,6 +3,7 @@ package envtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,6 +19,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1alpha1/validationtable"
+	"github.com/sluice-dev/sluice/internal/status"
 )
 
 var nsCounter atomic.Int64
@@ -293,5 +295,48 @@ var _ = Describe("ReplicaTier controller", func() {
 			{"id": "gpu1", "ready": true, "phase": "Admitting"},
 		})
 		Eventually(condition(ctx, t, sluicev1.ConditionReady)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonMembersAdmitting, 2)))
+	})
+
+	// Every generation the API accepts, the router can apply today
+	// (v1alpha1.Validate and the router agree on endpoints and bounds), so
+	// the router's own status writer reports the failure here, exactly as
+	// internal/status writes a router.Router.Applied failure.
+	It("reports a generation the router cannot apply as Programmed=False ApplyFailed, and clears it", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		t := tierIn(ns, "llama", ns)
+		Expect(k8sClient.Create(ctx, t)).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionAccepted)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonAccepted, 1)))
+		w := status.NewAPIWriter(k8sClient)
+		members := []sluicev1.MemberStatus{{ID: "gpu0", Ready: true, Phase: sluicev1.MemberAdmitting}}
+		msg := "router: tier cannot be applied: member gpu0 has an unusable endpoint"
+
+		// The first generation fails: nothing is applied.
+		Expect(w.Write(ctx, ns, status.Report{Namespace: ns, Name: "llama", AppliedGeneration: 0,
+			ApplyError: &sluicev1.ApplyError{Generation: 1, Message: msg}})).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).Should(Equal(want(metav1.ConditionFalse, sluicev1.ReasonApplyFailed, 1)))
+		c := meta.FindStatusCondition(get(ctx, t).Status.Conditions, string(sluicev1.ConditionProgrammed))
+		Expect(c.Message).To(Equal(fmt.Sprintf("router on %s cannot apply generation 1 (it applies no generation of this tier): %s", ns, msg)))
+
+		// Generation 1 applies; generation 2 then fails and 1 stays in force.
+		Expect(w.Write(ctx, ns, status.Report{Namespace: ns, Name: "llama", AppliedGeneration: 1, Members: members})).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonApplied, 1)))
+		Expect(get(ctx, t).Status.Router.ApplyError).To(BeNil(), "a report without an apply error removes it")
+		Expect(mergePatch(ctx, t, `{"spec":{"quiesce":{"members":{"gpu0":"maintenance"}}}}`)).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).Should(Equal(want(metav1.ConditionFalse, sluicev1.ReasonPending, 2)))
+		Expect(w.Write(ctx, ns, status.Report{Namespace: ns, Name: "llama", AppliedGeneration: 1, Members: members,
+			ApplyError: &sluicev1.ApplyError{Generation: 2, Message: msg}})).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).Should(Equal(want(metav1.ConditionFalse, sluicev1.ReasonApplyFailed, 2)))
+		c = meta.FindStatusCondition(get(ctx, t).Status.Conditions, string(sluicev1.ConditionProgrammed))
+		Expect(c.Message).To(ContainSubstring("cannot apply generation 2 (it still applies generation 1)"))
+
+		// The API server bounds the message.
+		long := status.Report{Namespace: ns, Name: "llama", AppliedGeneration: 1,
+			ApplyError: &sluicev1.ApplyError{Generation: 2, Message: strings.Repeat("x", sluicev1.MaxApplyErrorMessageLength+1)}}
+		Expect(w.Write(ctx, ns, long)).NotTo(Succeed())
+
+		// Generation 2 applies: the error is removed, Programmed is True.
+		Expect(w.Write(ctx, ns, status.Report{Namespace: ns, Name: "llama", AppliedGeneration: 2, Members: members})).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonApplied, 2)))
+		Expect(get(ctx, t).Status.Router).To(Equal(&sluicev1.RouterStatus{Node: ns, AppliedGeneration: 2}))
 	})
 })

@@ -156,12 +156,12 @@ func startRouter(restCfg *rest.Config, node string) *testRouter {
 	probes := readiness.New(readiness.Options{Interval: time.Second})
 	decisions, err := evidence.NewLog(evidence.LogOptions{Size: evidence.DefaultLogSize})
 	Expect(err).NotTo(HaveOccurred())
-	rt := router.New(router.Options{Readiness: probes, Logger: logger, Recorder: router.EvidenceRecorder(decisions)})
+	rt := router.New(router.Options{Readiness: probes, Rechecker: probes, Logger: logger, Recorder: router.EvidenceRecorder(decisions)})
 	token, err := router.ParseKeys([]byte(adminToken + "\n"))
 	Expect(err).NotTo(HaveOccurred())
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
 	decisions.RegisterRoutes(admin.Handle)
-	view := status.NewRouterView(admin.Capacity)
+	view := status.NewRouterView(admin)
 	reporter, err := status.NewReporter(status.Options{Writer: status.NewAPIWriter(c), Node: node, View: view, Logger: logger})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -175,7 +175,6 @@ func startRouter(restCfg *rest.Config, node string) *testRouter {
 				logger.Error("readiness probes not reconfigured", "error", err.Error())
 			}
 			rt.Apply(s)
-			view.Applied(s)
 			reporter.Notify()
 		})
 	})

@@ -1,0 +1,51 @@
+package router
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestApplied proves Applied reports the generation and members in force,
+// not the latest snapshot's: a configuration that fails to apply leaves the
+// previous generation in force and is named with its generation, a tier
+// whose first configuration fails has generation zero, and the next good
+// configuration clears the error.
+func TestApplied(t *testing.T) {
+	rt := New(Options{})
+	t.Cleanup(rt.Close)
+	good := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 0}, {"gpu1", "http://127.0.0.1:2", 0}})
+	good.Generation = 4
+	rt.Apply(sourceSnapshot(good))
+	if got := rt.Applied(); len(got) != 1 || got[0].Generation != 4 || got[0].ApplyError != "" ||
+		strings.Join(got[0].Members, ",") != "gpu0,gpu1" || got[0].Namespace != "ns" || got[0].Name != "llama" {
+		t.Fatalf("Applied = %+v", got)
+	}
+
+	broken := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 0}})
+	broken.Generation = 5
+	fresh := newTier("ns/fresh", []string{"fresh"}, "", []memberSpec{{"gpu0", "::", 0}})
+	fresh.Generation = 1
+	rt.Apply(sourceSnapshot(broken, fresh))
+	got := rt.Applied()
+	if len(got) != 2 || got[0].Key != "ns/fresh" || got[1].Key != "ns/llama" {
+		t.Fatalf("Applied = %+v, want fresh and llama", got)
+	}
+	if f := got[0]; f.Generation != 0 || len(f.Members) != 0 || f.FailedGeneration != 1 || f.ApplyError == "" ||
+		f.Namespace != "ns" || f.Name != "fresh" {
+		t.Fatalf("never applied tier = %+v", f)
+	}
+	l := got[1]
+	if l.Generation != 4 || strings.Join(l.Members, ",") != "gpu0,gpu1" || l.FailedGeneration != 5 ||
+		!strings.Contains(l.ApplyError, "member gpu0") || strings.Contains(l.ApplyError, "ftp") {
+		t.Fatalf("tier whose update failed = %+v, want generation 4 in force and generation 5 failed", l)
+	}
+	if strings.Count(l.ApplyError, ErrInvalidTier.Error()) != 1 {
+		t.Fatalf("apply error %q names %q more than once", l.ApplyError, ErrInvalidTier.Error())
+	}
+
+	good.Generation = 6
+	rt.Apply(sourceSnapshot(good))
+	if got := rt.Applied(); len(got) != 1 || got[0].Generation != 6 || got[0].ApplyError != "" || got[0].FailedGeneration != 0 {
+		t.Fatalf("Applied after a good generation = %+v", got)
+	}
+}
