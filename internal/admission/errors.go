@@ -10,8 +10,8 @@ var (
 	ErrInvalidConfig = errors.New("admission: invalid config")
 	// ErrInvalidInput is returned by Acquire when the readiness or pressure
 	// snapshot names a member outside the tier, lacks a readiness entry for a
-	// member, or carries a malformed pressure. Counts and cursor are
-	// unchanged.
+	// member, or carries a malformed pressure, or when a readmission landed
+	// after the inputs' ReadmitEpoch. Counts and cursor are unchanged.
 	ErrInvalidInput = errors.New("admission: invalid acquire input")
 	// ErrTierQuiesced is returned by Acquire when the tier is quiesced.
 	ErrTierQuiesced = errors.New("admission: tier quiesced")

@@ -42,16 +42,26 @@ func (t *Tier) Readmit(scope Scope) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if scope.IsTier() {
+		t.readmittedLocked(t.reason)
 		t.reason = ""
 	} else {
 		m := t.currentLocked(scope.Member)
 		if m == nil {
 			return ErrUnknownMember
 		}
+		t.readmittedLocked(m.reason)
 		m.reason = ""
 	}
 	t.wakeLocked()
 	return nil
+}
+
+// readmittedLocked advances the readmission epoch when a scope quiesced for
+// oldReason is about to admit again. t.mu is held.
+func (t *Tier) readmittedLocked(oldReason string) {
+	if oldReason != "" {
+		t.epoch.Add(1)
+	}
 }
 
 // SetIntent replaces the tier's whole quiesce intent atomically: the tier and
@@ -115,13 +125,20 @@ func (in intentCopy) checkMembers(ids []string) error {
 // applyIntentLocked sets the quiesce state of the tier and of every current
 // member from a checked intent. t.mu is held.
 func (t *Tier) applyIntentLocked(in intentCopy) {
+	if in.tier == "" {
+		t.readmittedLocked(t.reason)
+	}
 	t.reason = in.tier
 	for _, m := range t.members {
+		old := m.reason
 		m.reason = ""
 		if j, found := slices.BinarySearchFunc(in.members, m.id, func(r memberReason, id string) int {
 			return strings.Compare(r.id, id)
 		}); found {
 			m.reason = in.members[j].reason
+		}
+		if m.reason == "" {
+			t.readmittedLocked(old)
 		}
 	}
 	t.wakeLocked()

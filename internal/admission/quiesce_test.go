@@ -286,3 +286,73 @@ func TestSetIntent(t *testing.T) {
 		t.Fatalf("empty intent must readmit everything: %+v", s)
 	}
 }
+
+// TestReadmitEpoch: every way a quiesced scope admits again advances the
+// epoch, nothing else does, and an Acquire whose inputs carry an older epoch
+// is refused without reserving, while one carrying the current epoch (or
+// none) is admitted.
+func TestReadmitEpoch(t *testing.T) {
+	tier, all := threeMembers(t)
+	steps := []struct {
+		desc    string
+		do      func() error
+		advance bool
+	}{
+		{"quiesce a member", func() error { return tier.Quiesce(admission.MemberScope("a"), "maint") }, false},
+		{"readmit the member", func() error { return tier.Readmit(admission.MemberScope("a")) }, true},
+		{"readmit an admitting member", func() error { return tier.Readmit(admission.MemberScope("a")) }, false},
+		{"quiesce the tier", func() error { return tier.Quiesce(admission.TierScope(), "maint") }, false},
+		{"readmit the tier", func() error { return tier.Readmit(admission.TierScope()) }, true},
+		{"intent quiesces b and the tier", func() error {
+			return tier.SetIntent(admission.Intent{Tier: "t", Members: map[string]string{"b": "m"}})
+		}, false},
+		{"intent keeps both quiesced", func() error {
+			return tier.SetIntent(admission.Intent{Tier: "t2", Members: map[string]string{"b": "m2"}})
+		}, false},
+		{"intent readmits b only", func() error { return tier.SetIntent(admission.Intent{Tier: "t"}) }, true},
+		{"intent readmits the tier", func() error { return tier.SetIntent(admission.Intent{}) }, true},
+		{"apply with the same intent", func() error {
+			return tier.Apply(admission.Config{Members: members(5, all...)}, admission.Intent{})
+		}, false},
+		{"apply quiescing c", func() error {
+			return tier.Apply(admission.Config{Members: members(5, all...)}, admission.Intent{Members: map[string]string{"c": "m"}})
+		}, false},
+		{"apply readmitting c", func() error {
+			return tier.Apply(admission.Config{Members: members(5, all...)}, admission.Intent{})
+		}, true},
+	}
+	for _, s := range steps {
+		before := tier.ReadmitEpoch()
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.desc, err)
+		}
+		after := tier.ReadmitEpoch()
+		if advanced := after != before; advanced != s.advance {
+			t.Fatalf("%s: epoch %d -> %d, want advanced=%v", s.desc, before, after, s.advance)
+		}
+		if before == 0 || after == 0 {
+			t.Fatalf("%s: epoch is 0", s.desc)
+		}
+	}
+
+	stale := tier.ReadmitEpoch()
+	if err := tier.Quiesce(admission.MemberScope("a"), "maint"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tier.Readmit(admission.MemberScope("a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tier.Acquire(admission.Inputs{Ready: ready(all), ReadmitEpoch: stale}); !errors.Is(err, admission.ErrInvalidInput) {
+		t.Fatalf("Acquire with a stale epoch = %v, want ErrInvalidInput", err)
+	}
+	if got := tier.Snapshot().Active; got != 0 {
+		t.Fatalf("refused Acquire reserved: active = %d", got)
+	}
+	for _, epoch := range []uint64{tier.ReadmitEpoch(), 0} {
+		lease, err := tier.Acquire(admission.Inputs{Ready: ready(all), ReadmitEpoch: epoch})
+		if err != nil {
+			t.Fatalf("Acquire with epoch %d: %v", epoch, err)
+		}
+		lease.Release()
+	}
+}

@@ -22,6 +22,9 @@ type Tier struct {
 	// view is the membership Acquire validates its inputs against before it
 	// takes mu. It is replaced, never modified, and only while holding mu.
 	view atomic.Pointer[membership]
+	// epoch is the readmission epoch (ReadmitEpoch): it starts at 1 and
+	// advances, under mu, whenever a quiesced scope admits again.
+	epoch atomic.Uint64
 
 	mu      sync.Mutex
 	members []*member     // current members, sorted by id, parallel to view.ids.
@@ -63,8 +66,18 @@ func New(cfg Config) (*Tier, error) {
 		t.members[i] = &member{id: m.ID, ceiling: m.MaxConcurrency}
 	}
 	t.view.Store(&membership{strategy: p.strategy, ids: p.ids})
+	t.epoch.Store(1)
 	return t, nil
 }
+
+// ReadmitEpoch returns the tier's readmission epoch, which advances whenever
+// a quiesced member or the tier is readmitted. A caller that reads readiness
+// for Inputs reads the epoch first and passes it as Inputs.ReadmitEpoch: a
+// readmission that lands after its readiness read then refuses the acquire
+// instead of admitting to the readmitted member on readiness that predates
+// the readmission (docs/ROUTER.md#5-configuration-changes). It never
+// returns 0.
+func (t *Tier) ReadmitEpoch() uint64 { return t.epoch.Load() }
 
 // Inputs are the completed snapshots one Acquire decides on. Acquire reads
 // them before taking the tier lock and keeps no reference to them.
@@ -78,6 +91,12 @@ type Inputs struct {
 	// scheduler.UnknownPressure; an entry for a member outside the tier or a
 	// pressure failing Validate refuses the acquire.
 	Pressure map[string]scheduler.Pressure
+	// ReadmitEpoch is the tier's ReadmitEpoch read before Ready. When it is
+	// not zero and a readmission landed since, Acquire refuses with an error
+	// wrapping ErrInvalidInput and reserves nothing: Ready may predate the
+	// readmission (a readmitted member must pass a probe first). Zero skips
+	// the check.
+	ReadmitEpoch uint64
 }
 
 // Acquire admits one request: it selects a member and reserves the member and
@@ -101,6 +120,10 @@ func (t *Tier) Acquire(in Inputs) (*Lease, error) {
 			return nil, err
 		}
 		t.mu.Lock()
+		if in.ReadmitEpoch != 0 && in.ReadmitEpoch != t.epoch.Load() {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("%w: a readmission landed after the readiness read", ErrInvalidInput)
+		}
 		if t.view.Load() == v {
 			lease, err := t.admitLocked(v, &ready, &pressure)
 			t.mu.Unlock()
