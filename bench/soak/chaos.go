@@ -37,10 +37,23 @@ const (
 	minMembers = 2
 )
 
+// cluster is what chaos acts on: the stack, or a fake in tests.
+type cluster interface {
+	// apply writes a configuration and returns once the router applied it.
+	apply(ctx context.Context, c tierConfig) error
+	// kill SIGKILLs a member's engine and returns when the signal was sent.
+	kill(id string) (time.Time, error)
+	// restart starts a killed member's engine on its port.
+	restart(ctx context.Context, id string) error
+	// drain calls the admin drain endpoint for a member, or the tier when
+	// member is empty, and returns the status.
+	drain(ctx context.Context, member string) (int, error)
+}
+
 // chaos injects the cluster-level faults, one at a time, until its context
 // ends. It alone writes the tier's configuration while it runs.
 type chaos struct {
-	s        *stack
+	s        cluster
 	cfg      tierConfig
 	all      []string // every member id, in order
 	rng      *rand.Rand
@@ -113,7 +126,7 @@ func (c *chaos) kill(ctx context.Context) error {
 	if err := c.s.restart(context.WithoutCancel(ctx), id); err != nil {
 		return fmt.Errorf("restart %s: %w", id, err)
 	}
-	c.kills = append(c.kills, killEvent{Member: id, At: at.UnixNano(), Restarted: time.Now().UnixNano()})
+	c.kills = append(c.kills, killEvent{Member: id, Strategy: c.cfg.Strategy, At: at.UnixNano(), Restarted: time.Now().UnixNano()})
 	return nil
 }
 
@@ -132,8 +145,9 @@ func (c *chaos) ceiling(ctx context.Context) error {
 	return c.apply(ctx, next, fault)
 }
 
-// membership removes a member when all are in the tier, and otherwise adds
-// the missing ones back at the base ceiling.
+// membership removes a member when all are in the tier (and more than
+// minMembers), and otherwise adds the missing ones back at the base
+// ceiling.
 func (c *chaos) membership(ctx context.Context) error {
 	next := c.cfg.clone()
 	if len(next.Members) == len(c.all) && len(next.Members) > minMembers {
@@ -141,10 +155,15 @@ func (c *chaos) membership(ctx context.Context) error {
 		next.Members = slices.Delete(next.Members, i, i+1)
 		return c.apply(ctx, next, chaosMemberRemove)
 	}
+	added := false
 	for _, id := range c.all {
 		if next.ceiling(id) == 0 {
 			next.Members = append(next.Members, memberConfig{ID: id, Ceiling: baseCeiling})
+			added = true
 		}
+	}
+	if !added {
+		return nil // too few members to remove one, none to add.
 	}
 	return c.apply(ctx, next, chaosMemberAdd)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/enginesim"
@@ -173,7 +174,7 @@ func send(ctx context.Context, client *http.Client, baseURL string, s requestSpe
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+s.path(), bytes.NewReader(s.body()))
 	if err != nil {
-		rec.Outcome, rec.Detail = outcomeTransportError, err.Error()
+		rec.Outcome, rec.Detail = outcomeTransportError, errorClass(err)
 		return rec
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -183,7 +184,7 @@ func send(ctx context.Context, client *http.Client, baseURL string, s requestSpe
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		rec.Outcome, rec.Detail = outcomeTransportError, err.Error()
+		rec.Outcome, rec.Detail = outcomeTransportError, errorClass(err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			rec.Outcome = outcomeDriverTimeout
 		}
@@ -209,6 +210,23 @@ func send(ctx context.Context, client *http.Client, baseURL string, s requestSpe
 		rec.Outcome = outcomeDriverTimeout
 	}
 	return rec
+}
+
+// errorClass names the kind of a transport error without its text, which
+// holds the request's URL.
+func errorClass(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline exceeded"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed"
+	default:
+		return "transport error"
+	}
 }
 
 // classifyError checks a non-200 answer against the router's documented

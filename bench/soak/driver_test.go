@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,5 +153,22 @@ func TestFaultMixPick(t *testing.T) {
 	b := faultMix{}.pick(rand.New(rand.NewPCG(3, 4)), "x") //nolint:gosec // a test's reproducible draws.
 	if a != b || a.fault != "" {
 		t.Fatalf("the same seed drew %+v and %+v", a, b)
+	}
+}
+
+func TestErrorClass(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{context.DeadlineExceeded, "deadline exceeded"},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, "connection refused"},
+		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, "connection reset"},
+		{io.ErrUnexpectedEOF, "connection closed"},
+		{errors.New("Post http://127.0.0.1:1/v1/completions: boom"), "transport error"},
+	} {
+		if got := errorClass(tc.err); got != tc.want {
+			t.Errorf("errorClass(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }

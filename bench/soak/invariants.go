@@ -58,7 +58,8 @@ type configEpoch struct {
 // ceilingBound returns the highest ceiling the member had in any
 // configuration possibly in force at some time in [t-slack, t]: epoch i is
 // possibly in force from its Written time until the next epoch's Applied
-// time. A configuration without the member counts as ceiling 0.
+// time. A configuration without the member, or with it or the tier
+// quiesced, counts as ceiling 0: no request may be admitted to it.
 func ceilingBound(hist []configEpoch, member string, t int64, slack time.Duration) int {
 	bound := 0
 	for i, ep := range hist {
@@ -68,7 +69,7 @@ func ceilingBound(hist []configEpoch, member string, t int64, slack time.Duratio
 		if i+1 < len(hist) && hist[i+1].Applied < t-slack.Nanoseconds() {
 			continue
 		}
-		bound = max(bound, ep.Config.ceiling(member))
+		bound = max(bound, ep.Config.admitCeiling(member))
 	}
 	return bound
 }
@@ -131,7 +132,7 @@ func checkOvershoot(logs map[string][]engineRecord, hist []configEpoch, slack ti
 			if r.Live <= b {
 				continue
 			}
-			if !strict && r.Live <= b+countWithin(abandoned[member], r.T, releaseLagWindow) {
+			if !strict && b > 0 && r.Live <= b+countWithin(abandoned[member], r.T, releaseLagWindow) {
 				res.Excused++
 				continue
 			}
@@ -228,6 +229,7 @@ func checkAccounting(v router.CapacityView) []string {
 // killEvent is one engine kill.
 type killEvent struct {
 	Member    string `json:"member"`
+	Strategy  string `json:"strategy"`  // the tier's strategy at the kill
 	At        int64  `json:"at"`        // SIGKILL sent, Unix nanoseconds
 	Restarted int64  `json:"restarted"` // listening again
 }

@@ -11,13 +11,22 @@ import (
 // ms is a time in Unix nanoseconds, n milliseconds after zero.
 func ms(n int64) int64 { return n * int64(time.Millisecond) }
 
-// history is two epochs: gpu0 at ceiling 4 (written at 0, applied by 10 ms),
-// then lowered to 2 (written at 1000 ms, applied by 1100 ms).
+// history is four epochs: gpu0 at ceiling 4 (written at 0, applied by
+// 10 ms), then lowered to 2 (written at 1000 ms, applied by 1100 ms), then
+// quiesced (written at 5000 ms, applied by 5100 ms), then readmitted
+// (written at 6000 ms, applied by 6100 ms).
 func history() []configEpoch {
 	c4 := tierConfig{Strategy: "RoundRobin", Members: []memberConfig{{"gpu0", 4}, {"gpu1", 4}}}
 	c2 := c4.clone()
 	c2.Members[0].Ceiling = 2
-	return []configEpoch{{Written: ms(0), Applied: ms(10), Config: c4}, {Written: ms(1000), Applied: ms(1100), Config: c2}}
+	q := c2.clone()
+	q.QuiesceMembers = map[string]bool{"gpu0": true}
+	return []configEpoch{
+		{Written: ms(0), Applied: ms(10), Config: c4},
+		{Written: ms(1000), Applied: ms(1100), Config: c2},
+		{Written: ms(5000), Applied: ms(5100), Config: q},
+		{Written: ms(6000), Applied: ms(6100), Config: c2},
+	}
 }
 
 func TestCeilingBound(t *testing.T) {
@@ -34,6 +43,10 @@ func TestCeilingBound(t *testing.T) {
 		{"within the admission slack after the lowering", "gpu0", ms(1300), 4},
 		{"after the slack", "gpu0", ms(1400), 2},
 		{"unchanged member", "gpu1", ms(1400), 4},
+		{"quiesce possibly not applied yet", "gpu0", ms(5050), 2},
+		{"quiesced", "gpu0", ms(5500), 0},
+		{"readmit possibly applied", "gpu0", ms(6050), 2},
+		{"another member while gpu0 is quiesced", "gpu1", ms(5500), 4},
 		{"not a member", "gpu9", ms(500), 0},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -52,28 +65,31 @@ func TestCheckOvershoot(t *testing.T) {
 			{ID: "b", T: ms(1050), Live: 4}, // old ceiling possibly in force
 			{ID: "c", T: ms(2000), Live: 3}, // above the lowered ceiling
 			{ID: "d", T: ms(3000), Live: 3}, // above, but an abandoned exchange ended next to it
+			{ID: "q", T: ms(5500), Live: 1}, // an arrival at a quiesced member
 		},
 		"gpu1": {{ID: "e", T: ms(100), Live: 4}},
 	}
-	abandoned := map[string][]int64{"gpu0": {ms(2950)}}
+	// The second abandoned exchange cannot excuse the arrival at the
+	// quiesced member: nothing may be admitted there at all.
+	abandoned := map[string][]int64{"gpu0": {ms(2950), ms(5490)}}
 
 	res := checkOvershoot(logs, hist, admitSlack, abandoned, false)
-	if res.Checked != 5 || res.Violations != 1 || res.Excused != 1 {
-		t.Fatalf("checked %d violations %d excused %d, want 5, 1, 1", res.Checked, res.Violations, res.Excused)
+	if res.Checked != 6 || res.Violations != 2 || res.Excused != 1 {
+		t.Fatalf("checked %d violations %d excused %d, want 6, 2, 1", res.Checked, res.Violations, res.Excused)
 	}
-	if len(res.Examples) != 1 || !strings.Contains(res.Examples[0], "request c ") {
-		t.Fatalf("examples %v, want request c", res.Examples)
+	if len(res.Examples) != 2 || !strings.Contains(res.Examples[0], "request c ") || !strings.Contains(res.Examples[1], "request q ") {
+		t.Fatalf("examples %v, want requests c and q", res.Examples)
 	}
 	if res.PeakLive["gpu0"] != 4 || res.PeakLive["gpu1"] != 4 {
 		t.Fatalf("peak live %v", res.PeakLive)
 	}
-	if strict := checkOvershoot(logs, hist, admitSlack, abandoned, true); strict.Violations != 2 || strict.Excused != 0 {
-		t.Fatalf("strict: violations %d excused %d, want 2, 0", strict.Violations, strict.Excused)
+	if strict := checkOvershoot(logs, hist, admitSlack, abandoned, true); strict.Violations != 3 || strict.Excused != 0 {
+		t.Fatalf("strict: violations %d excused %d, want 3, 0", strict.Violations, strict.Excused)
 	}
 	// An abandoned exchange outside the window excuses nothing.
 	far := map[string][]int64{"gpu0": {ms(500)}}
-	if res := checkOvershoot(logs, hist, admitSlack, far, false); res.Violations != 2 {
-		t.Fatalf("violations %d with a distant abandoned exchange, want 2", res.Violations)
+	if res := checkOvershoot(logs, hist, admitSlack, far, false); res.Violations != 3 {
+		t.Fatalf("violations %d with a distant abandoned exchange, want 3", res.Violations)
 	}
 }
 

@@ -64,6 +64,15 @@ func (c tierConfig) ceiling(id string) int {
 	return 0
 }
 
+// admitCeiling returns how many requests the member may be admitted up to:
+// its ceiling, or 0 when it is not a member or it or the tier is quiesced.
+func (c tierConfig) admitCeiling(id string) int {
+	if c.QuiesceTier || c.QuiesceMembers[id] {
+		return 0
+	}
+	return c.ceiling(id)
+}
+
 // memberIDs returns the member ids in order.
 func (c tierConfig) memberIDs() []string {
 	out := make([]string, 0, len(c.Members))

@@ -162,7 +162,7 @@ func TestFaultStalls(t *testing.T) {
 			}
 			got := make(chan outcome, 1)
 			go func() {
-				resp, err := faultRequest(ctx, t, h.ts.URL, tc.stream, string(tc.fault), "")
+				resp, err := faultRequest(ctx, t, h.ts.URL, tc.stream, string(tc.fault), "") //nolint:bodyclose // the receiver closes it.
 				got <- outcome{resp, err}
 			}()
 			h.await("the request stalled", func(s State) bool { return s.ClockWaits == 1 })
@@ -188,6 +188,7 @@ func TestFaultStalls(t *testing.T) {
 				}
 				cancel()
 				if o := <-got; o.err == nil {
+					_ = o.resp.Body.Close()
 					t.Fatal("stall-headers answered after the client left")
 				}
 			}
