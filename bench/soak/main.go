@@ -34,7 +34,7 @@ const (
 	// defaultWorkers is above the members' summed base ceilings (16), so
 	// that members run at their ceilings and some requests are refused.
 	defaultWorkers = 24
-	// Engine latencies: a request of 4..16 tokens takes 6..20 ms.
+	// Engine latencies: a request of 4..16 tokens takes 5..17 ms.
 	defaultTTFT       = 2 * time.Millisecond
 	defaultITL        = time.Millisecond
 	defaultMaxNumSeqs = 16
