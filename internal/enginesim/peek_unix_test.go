@@ -3,6 +3,7 @@
 package enginesim
 
 import (
+	"context"
 	"net"
 	"testing"
 )
@@ -11,14 +12,17 @@ import (
 // connection, one whose peer closed it (FIN) and one whose peer reset it
 // (RST).
 func TestPeerClosed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ctx := context.Background()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	pair := func() (client, server net.Conn) {
 		t.Helper()
-		c, err := net.Dial("tcp", ln.Addr().String())
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
