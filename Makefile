@@ -182,7 +182,7 @@ undeploy: ## Remove everything deploy installed, the CRD and the router's Secret
 ##@ Test
 
 .PHONY: test
-test: envtest-bins verify test-go test-images test-quickstart fuzz ## Verify, run every test with -race (envtest included), test the images and the README's quick starts, then fuzz briefly.
+test: envtest-bins verify test-go test-images test-quickstart test-soak fuzz ## Verify, run every test with -race (envtest included), test the images and the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
 
 .PHONY: test-go
 test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
@@ -198,6 +198,24 @@ test-images: envtest-bins images-offline ## Build the images offline, then run t
 .PHONY: test-quickstart
 test-quickstart: envtest-bins ## Run the README's quick starts as written (the demo, the manager, the router in files mode).
 	go test -count=1 -timeout 30m -tags quickstart ./test/quickstart
+
+# SOAK_DURATION is how long `make soak` injects faults under load; SOAK_FLAGS
+# are further flags of bench/soak (docs/RELIABILITY.md#running-it). The soak
+# builds its own binaries into out/soak/bin.
+SOAK_DURATION ?= 3m
+SOAK_FLAGS    ?=
+SOAK_OUT      := $(CURDIR)/out/soak
+
+.PHONY: soak
+soak: ## Run the chaos soak for SOAK_DURATION (default 3m): real router, enginesims, faults, invariants (docs/RELIABILITY.md).
+	@mkdir -p $(SOAK_OUT)/bin
+	go build -o $(SOAK_OUT)/bin/ ./cmd/router ./cmd/enginesim ./bench/soak
+	$(SOAK_OUT)/bin/soak --bin $(SOAK_OUT)/bin --work $(SOAK_OUT) --report $(SOAK_OUT)/report.json \
+		--duration $(SOAK_DURATION) $(SOAK_FLAGS)
+
+.PHONY: test-soak
+test-soak: ## Run the chaos soak for 30 s with thresholds scaled to it (part of `make test`).
+	$(MAKE) soak SOAK_DURATION=30s SOAK_OUT=$(CURDIR)/out/soak-test
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME.

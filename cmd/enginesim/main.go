@@ -43,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg.RegisterFlags(fs)
 	listen := fs.String("listen", defaultListen, "listen address")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	requestLog := fs.String("request-log", "", "append one JSON line per inference request to this file (docs/ENGINESIM.md#request-log)")
 	showVersion := fs.Bool("version", false, "print the version and revision and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -58,7 +59,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	handler, err := enginesim.NewServer(cfg, enginesim.WithLogger(logger))
+	opts := []enginesim.Option{enginesim.WithLogger(logger)}
+	if *requestLog != "" {
+		// Unbuffered and appended: each line is one write, so the lines of a
+		// killed engine survive it, and a restarted engine appends to them.
+		f, err := os.OpenFile(*requestLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			logger.Error("cannot open the request log", "error", err)
+			return 2
+		}
+		defer func() { _ = f.Close() }()
+		opts = append(opts, enginesim.WithRequestLog(f))
+	}
+	if cfg.AllowFaultHeader {
+		logger.Warn("per-request faults are enabled", "header", enginesim.FaultHeader)
+	}
+	handler, err := enginesim.NewServer(cfg, opts...)
 	if err != nil {
 		logger.Error("invalid configuration", "error", err)
 		return 2
@@ -78,6 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
+		ConnContext:       enginesim.ConnContext,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "model", cfg.Model, "flavor", cfg.Flavor.String(),

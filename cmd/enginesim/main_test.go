@@ -30,6 +30,7 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{"invalid config", []string{"--hidden-load=16", "--max-num-seqs=16"}, "hidden-load"},
 		{"invalid log level", []string{"--log-level=loud"}, "invalid --log-level"},
 		{"unusable listen address", []string{"--listen=256.0.0.1:1"}, "listen failed"},
+		{"unwritable request log", []string{"--request-log=/nonexistent-dir/requests.jsonl"}, "cannot open the request log"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -71,12 +72,17 @@ func (w *lineWriter) String() string {
 	return w.buf.String()
 }
 
+// TestRunServesUntilSIGTERM also checks that --request-log appends one line
+// per inference request with its X-Request-Id, and that
+// --allow-fault-header lets a request choose a fault.
 func TestRunServesUntilSIGTERM(t *testing.T) {
 	w := &lineWriter{match: "msg=listening", found: make(chan string, 1)}
 	code := make(chan int, 1)
+	logPath := t.TempDir() + "/requests.jsonl"
 	go func() {
 		code <- run([]string{"--listen=127.0.0.1:0", "--model=m", "--ttft-base=0", "--itl-base=0",
-			"--ttft-per-seq=0", "--itl-per-seq=0", "--flavor=tgi"}, io.Discard, w)
+			"--ttft-per-seq=0", "--itl-per-seq=0", "--flavor=tgi",
+			"--request-log=" + logPath, "--allow-fault-header"}, io.Discard, w)
 	}()
 	var line string
 	select {
@@ -99,6 +105,7 @@ func TestRunServesUntilSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("X-Request-Id", "req-1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +115,32 @@ func TestRunServesUntilSIGTERM(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"The quick"`) {
 		t.Fatalf("status %d body %s err %v", resp.StatusCode, body, err)
 	}
+	// A fault the flag allows: the body is cut short.
+	req, err = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","messages":[],"max_tokens":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Request-Id", "req-2")
+	req.Header.Set("X-Enginesim-Fault", "truncate-sse")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err == nil {
+		t.Fatalf("a truncated body read to its end (status %d)", resp.StatusCode)
+	}
 	http.DefaultClient.CloseIdleConnections()
+	logged, err := os.ReadFile(logPath) //nolint:gosec // the test's own temporary file.
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"id":"req-1"`) || !strings.Contains(lines[1], `"id":"req-2"`) {
+		t.Fatalf("request log = %q, want one line for req-1 and one for req-2", logged)
+	}
 
 	// run has registered its signal handler before logging "listening", so
 	// this SIGTERM reaches run and not the default handler.

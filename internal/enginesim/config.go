@@ -235,6 +235,10 @@ type Config struct {
 	MetricsFail bool
 	// MetricsOversize pads /metrics beyond 1 MiB with valid series.
 	MetricsOversize bool
+	// AllowFaultHeader lets each generation request choose a fault with
+	// FaultHeader. Off, the header is ignored: a test peer must not be
+	// faultable by whoever can reach it unless asked.
+	AllowFaultHeader bool
 }
 
 // DefaultConfig returns the configuration the enginesim binary starts from.
@@ -288,6 +292,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MetricsDelay, "metrics-delay", c.MetricsDelay, "delay of every /metrics response")
 	fs.BoolVar(&c.MetricsFail, "metrics-fail", c.MetricsFail, "answer /metrics with 500")
 	fs.BoolVar(&c.MetricsOversize, "metrics-oversize", c.MetricsOversize, "pad /metrics beyond 1 MiB")
+	fs.BoolVar(&c.AllowFaultHeader, "allow-fault-header", c.AllowFaultHeader,
+		"let each generation request choose a fault with the "+FaultHeader+" header")
 }
 
 // Validate reports the first field outside its documented bounds, wrapped in

@@ -7,8 +7,11 @@
 // Engine behind it: a continuous-batching model with a fixed number of
 // running slots, a FIFO waiting queue, time to first token and inter-token
 // latency that grow with the running batch, KV-cache usage from the tokens in
-// flight, optional hidden external load, and fault injection (error rate,
-// stalls, malformed or truncated SSE, slow, failing or oversized metrics).
+// flight, optional hidden external load, fault injection (error rate,
+// stalls, malformed or truncated SSE, slow, failing or oversized metrics, and
+// per-request faults chosen by a request header when allowed), and an
+// optional request log of every inference request's id and the engine's
+// live count at its arrival.
 //
 // Time comes from an injected k8s.io/utils/clock.Clock, so tests drive it
 // with a fake clock; Engine.Await lets a test wait for a state without

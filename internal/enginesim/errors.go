@@ -16,4 +16,7 @@ var (
 	// ErrInvalidStall reports a stall that is neither a non-negative duration
 	// nor "forever".
 	ErrInvalidStall = errors.New("enginesim: invalid stall")
+	// ErrUnknownFault reports an X-Enginesim-Fault header value that names
+	// no fault, or a request with several such headers.
+	ErrUnknownFault = errors.New("enginesim: unknown fault")
 )

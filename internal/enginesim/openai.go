@@ -115,6 +115,11 @@ func appendToken(b []byte, i int) []byte {
 	return append(b, vocabulary[i%len(vocabulary)]...)
 }
 
+// Text returns the text of a generation of n tokens: the words every
+// response of n tokens carries, joined by single spaces. Streams carry it
+// split into one delta per token.
+func Text(n int) string { return string(appendText(nil, n)) }
+
 // appendText appends tokens 0..n-1.
 func appendText(b []byte, n int) []byte {
 	for i := range n {

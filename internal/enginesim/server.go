@@ -75,6 +75,7 @@ type Server struct {
 	errorSeq      atomic.Uint64
 	errorSeed     uint64
 	bufs          sync.Pool
+	reqLog        *requestLog // nil without WithRequestLog.
 }
 
 // NewServer validates cfg and returns a Server with an idle Engine.
@@ -286,14 +287,26 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request, ep Endpoint) 
 
 // generate serves chat completions, completions and responses.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep Endpoint) {
+	// rst resets a connection taken over by FaultResetMidBody. Deferred
+	// first, it runs last: the engine no longer counts the request when the
+	// peer sees the reset.
+	var rst resetter
+	defer rst.close()
 	e := s.engine
 	e.begin(ep)
 	defer e.end(ep)
+	if s.reqLog != nil {
+		defer s.reqLog.arrive(r, ep, s.clock.Now().UnixNano())()
+	}
 	bp := s.getBuf()
 	defer s.putBuf(bp)
 
 	var req request
 	if !s.readRequest(w, r, bp, &req) || !s.checkModel(w, req.Model) {
+		return
+	}
+	fault, ok := s.requestFault(w, r)
+	if !ok {
 		return
 	}
 	n, limited, ok := req.outputTokens(s.cfg.OutputTokens)
@@ -315,15 +328,43 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep Endpoint) {
 	if !s.preflight(w, r, ep) {
 		return
 	}
+	if fault == FaultStallHeaders {
+		_ = e.sleepUntilDone(r.Context())
+		return
+	}
 	maxOutput := 0
 	if limited {
 		maxOutput = n
 	}
+	f := faulted{fault: fault, rst: &rst}
 	if req.Stream {
-		s.stream(r.Context(), w, ep, &g, req.StreamOptions.IncludeUsage, maxOutput, bp)
+		s.stream(r.Context(), w, ep, &g, req.StreamOptions.IncludeUsage, maxOutput, bp, f)
 		return
 	}
-	s.complete(r.Context(), w, ep, &g, maxOutput, bp)
+	s.complete(r.Context(), w, ep, &g, maxOutput, bp, f)
+}
+
+// faulted is a generation's per-request fault and the resetter that
+// FaultResetMidBody takes its connection over with.
+type faulted struct {
+	fault Fault
+	rst   *resetter
+}
+
+// requestFault returns the request's FaultHeader fault when the header is
+// allowed. An invalid value gets 400 invalid_fault and false; without
+// Config.AllowFaultHeader the header is ignored.
+func (s *Server) requestFault(w http.ResponseWriter, r *http.Request) (Fault, bool) {
+	if !s.cfg.AllowFaultHeader {
+		return FaultNone, true
+	}
+	f, err := parseFault(r.Header)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_fault", "",
+			"The X-Enginesim-Fault header must name one of reset-mid-body, truncate-sse, stall, stall-headers.")
+		return FaultNone, false
+	}
+	return f, true
 }
 
 // flushHeaders writes a 200 with the JSON content type and flushes it.
@@ -336,8 +377,14 @@ func flushHeaders(w http.ResponseWriter, contentType []string) {
 }
 
 // complete serves a non-streaming generation.
-func (s *Server) complete(ctx context.Context, w http.ResponseWriter, ep Endpoint, g *generation, maxOutput int, bp *[]byte) {
+func (s *Server) complete(ctx context.Context, w http.ResponseWriter, ep Endpoint, g *generation, maxOutput int, bp *[]byte, f faulted) {
 	headersSent := false
+	if f.fault == FaultStall {
+		s.setMaxHeader(w.Header())
+		flushHeaders(w, jsonContentType)
+		_ = s.engine.sleepUntilDone(ctx)
+		return
+	}
 	if s.stallAt(StallAfterFirstChunk) {
 		s.setMaxHeader(w.Header())
 		flushHeaders(w, jsonContentType)
@@ -369,20 +416,34 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, ep Endpoin
 		b = appendResponseObject(b, g, s.modelJSON, true, maxOutput)
 	}
 	*bp = b
+	if f.fault == FaultResetMidBody || f.fault == FaultTruncateSSE {
+		// The whole body's length is announced; half of it is sent.
+		s.writeHead(w, headersSent, len(b))
+		_, _ = w.Write(b[:len(b)/2])
+		f.rst.abortMidBody(w, f.fault)
+		return
+	}
 	s.writeBody(w, headersSent, b)
 	s.logRequest(ctx, ep, http.StatusOK, g)
 }
 
 // writeBody writes a 200 JSON body, with its headers unless already sent.
 func (s *Server) writeBody(w http.ResponseWriter, headersSent bool, b []byte) {
-	if !headersSent {
-		h := w.Header()
-		h["Content-Type"] = jsonContentType
-		h["Content-Length"] = []string{strconv.Itoa(len(b))}
-		s.setMaxHeader(h)
-		w.WriteHeader(http.StatusOK)
-	}
+	s.writeHead(w, headersSent, len(b))
 	_, _ = w.Write(b)
+}
+
+// writeHead writes the 200 JSON headers of a body of n bytes unless they
+// were already sent.
+func (s *Server) writeHead(w http.ResponseWriter, headersSent bool, n int) {
+	if headersSent {
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(n)}
+	s.setMaxHeader(h)
+	w.WriteHeader(http.StatusOK)
 }
 
 // handleEmbeddings serves POST /v1/embeddings: one deterministic unit vector
@@ -391,6 +452,9 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	e := s.engine
 	e.begin(EndpointEmbeddings)
 	defer e.end(EndpointEmbeddings)
+	if s.reqLog != nil {
+		defer s.reqLog.arrive(r, EndpointEmbeddings, s.clock.Now().UnixNano())()
+	}
 	bp := s.getBuf()
 	defer s.putBuf(bp)
 

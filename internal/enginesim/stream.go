@@ -63,8 +63,10 @@ func (s *sseWriter) itemRef(g *generation) {
 // the request is queued, as Starlette-based engines do); a Responses stream
 // also sends response.created and response.in_progress then. Each token is
 // flushed as it is generated. The SSE faults apply after token
-// completion/2 (0-based): the malformed frame, then the truncation.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, ep Endpoint, g *generation, includeUsage bool, maxOutput int, bp *[]byte) {
+// completion/2 (0-based): the malformed frame, then the truncation, then the
+// request's FaultResetMidBody or FaultTruncateSSE; its FaultStall applies
+// after the first token.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, ep Endpoint, g *generation, includeUsage bool, maxOutput int, bp *[]byte, ft faulted) {
 	h := w.Header()
 	h["Content-Type"] = sseContentType
 	h["Cache-Control"] = noCache
@@ -106,6 +108,10 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, ep Endpoint,
 		if sw.flush() != nil {
 			return
 		}
+		if i == 0 && ft.fault == FaultStall {
+			_ = s.engine.sleepUntilDone(ctx)
+			return
+		}
 		if i == 0 && s.stallAt(StallAfterFirstChunk) {
 			if s.stall(ctx) != nil {
 				return
@@ -113,6 +119,10 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, ep Endpoint,
 		}
 		if i == fault {
 			s.injectSSEFaults(sw, ep)
+			if ft.fault == FaultResetMidBody || ft.fault == FaultTruncateSSE {
+				ft.rst.abortMidBody(w, ft.fault)
+				return
+			}
 		}
 	}
 	seq.release()

@@ -1,0 +1,371 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/router"
+)
+
+// Check bounds.
+const (
+	// admitSlack is how long before a request's arrival at its engine the
+	// router may have admitted it: a loopback hop and a scheduling delay on
+	// a loaded machine. A ceiling counts for an arrival when its
+	// configuration was possibly in force within this window.
+	admitSlack = 250 * time.Millisecond
+	// killDispatchWindow is the window after a kill in which a request
+	// dispatched to the killed member is counted as racing the kill
+	// ("dispatched in the same millisecond").
+	killDispatchWindow = time.Millisecond
+	// killHorizon bounds how long after a kill a failure on the killed
+	// member is attributed to the kill: the engine's downtime plus two
+	// readiness probe periods (2 s each).
+	killHorizon = 5 * time.Second
+	// releaseLagWindow is how close to an arrival an abandoned exchange of
+	// the same member must have ended, as its client saw it, to excuse one
+	// request over the ceiling: the router releases the lease of an
+	// exchange that ends by a client disconnect or an idle timeout when its
+	// body read fails, and closes the member connection just after, so the
+	// engine serves the abandoned request for a few microseconds more
+	// (docs/RELIABILITY.md#no-ceiling-overshoot). 100 ms covers scheduling
+	// delays on a loaded 2-core machine.
+	releaseLagWindow = 100 * time.Millisecond
+	// maxExamples bounds the examples an invariant keeps for the report.
+	maxExamples = 10
+)
+
+// engineRecord is one line of an engine's request log (docs/ENGINESIM.md#request-log).
+type engineRecord struct {
+	ID       string `json:"id"`
+	T        int64  `json:"t"`
+	Live     int    `json:"live"`
+	Endpoint string `json:"endpoint"`
+}
+
+// configEpoch is one tier configuration the soak wrote: the router applied
+// it at some time between Written and Applied (when the soak saw it in the
+// admin API), and it stayed in force until the next epoch was applied.
+type configEpoch struct {
+	Written int64      `json:"written"`
+	Applied int64      `json:"applied"`
+	Config  tierConfig `json:"config"`
+}
+
+// ceilingBound returns the highest ceiling the member had in any
+// configuration possibly in force at some time in [t-slack, t]: epoch i is
+// possibly in force from its Written time until the next epoch's Applied
+// time. A configuration without the member, or with it or the tier
+// quiesced, counts as ceiling 0: no request may be admitted to it.
+func ceilingBound(hist []configEpoch, member string, t int64, slack time.Duration) int {
+	bound := 0
+	for i, ep := range hist {
+		if ep.Written > t {
+			break
+		}
+		if i+1 < len(hist) && hist[i+1].Applied < t-slack.Nanoseconds() {
+			continue
+		}
+		bound = max(bound, ep.Config.admitCeiling(member))
+	}
+	return bound
+}
+
+// overshootResult is the engine-side ceiling check.
+type overshootResult struct {
+	// Checked is the number of arrivals checked.
+	Checked int `json:"checked"`
+	// Violations is the number of arrivals whose live count exceeded the
+	// ceiling bound plus their excuses.
+	Violations int `json:"violations"`
+	// Excused is the number of arrivals above the ceiling bound that
+	// abandoned exchanges ending next to them explain (releaseLagWindow).
+	Excused int `json:"excused"`
+	// Strict makes excused arrivals violations too.
+	Strict bool `json:"strict"`
+	// PeakLive is the highest live count each engine logged.
+	PeakLive map[string]int `json:"peak_live"`
+	// Examples are some violations.
+	Examples []string `json:"examples,omitempty"`
+}
+
+// abandonedEnds returns, per member, the sorted times at which exchanges
+// abandoned by a client disconnect or an idle timeout (a stalled body) ended
+// as their clients saw them.
+func abandonedEnds(records []requestRecord) map[string][]int64 {
+	out := map[string][]int64{}
+	for _, r := range records {
+		if r.Member != "" && (r.Outcome == outcomeClientDisconnect || r.Fault == faultStallIdle) {
+			out[r.Member] = append(out[r.Member], r.End)
+		}
+	}
+	for _, ends := range out {
+		slices.Sort(ends)
+	}
+	return out
+}
+
+// countWithin counts the sorted times within window of t.
+func countWithin(sorted []int64, t int64, window time.Duration) int {
+	lo, _ := slices.BinarySearch(sorted, t-window.Nanoseconds())
+	hi, _ := slices.BinarySearch(sorted, t+window.Nanoseconds()+1)
+	return hi - lo
+}
+
+// checkOvershoot compares every arrival's live count, as its engine counted
+// it, with the ceiling bound of its member at that time. An arrival above
+// the bound is excused, unless strict, by as many abandoned exchanges of the
+// member as ended within releaseLagWindow of it
+// (docs/RELIABILITY.md#no-ceiling-overshoot).
+func checkOvershoot(logs map[string][]engineRecord, hist []configEpoch, slack time.Duration,
+	abandoned map[string][]int64, strict bool,
+) overshootResult {
+	res := overshootResult{PeakLive: map[string]int{}, Strict: strict}
+	for _, member := range slices.Sorted(maps.Keys(logs)) {
+		for _, r := range logs[member] {
+			res.Checked++
+			res.PeakLive[member] = max(res.PeakLive[member], r.Live)
+			b := ceilingBound(hist, member, r.T, slack)
+			if r.Live <= b {
+				continue
+			}
+			if !strict && b > 0 && r.Live <= b+countWithin(abandoned[member], r.T, releaseLagWindow) {
+				res.Excused++
+				continue
+			}
+			{
+				res.Violations++
+				if len(res.Examples) < maxExamples {
+					res.Examples = append(res.Examples, fmt.Sprintf("%s: request %s arrived with %d live, ceiling at most %d",
+						member, r.ID, r.Live, b))
+				}
+			}
+		}
+	}
+	return res
+}
+
+// duplicateResult is the one-engine-once check.
+type duplicateResult struct {
+	// Duplicates is the number of request ids logged more than once, by one
+	// engine or several.
+	Duplicates int `json:"duplicates"`
+	// Unidentified is the number of arrivals without a request id.
+	Unidentified int `json:"unidentified"`
+	// Examples are some duplicated ids with the engines that logged them.
+	Examples []string `json:"examples,omitempty"`
+}
+
+// checkDuplicates finds request ids that reached two engines or one engine
+// twice.
+func checkDuplicates(logs map[string][]engineRecord) duplicateResult {
+	var res duplicateResult
+	seen := map[string][]string{}
+	for _, member := range slices.Sorted(maps.Keys(logs)) {
+		for _, r := range logs[member] {
+			if r.ID == "" {
+				res.Unidentified++
+				continue
+			}
+			seen[r.ID] = append(seen[r.ID], member)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(seen)) {
+		if ms := seen[id]; len(ms) > 1 {
+			res.Duplicates++
+			if len(res.Examples) < maxExamples {
+				res.Examples = append(res.Examples, id+" reached "+strings.Join(ms, ", "))
+			}
+		}
+	}
+	return res
+}
+
+// checkLeases lists every tier and member of the capacity view that still
+// holds a lease, and every tier whose active count is not the sum of its
+// members'. An empty list means no lease leaked.
+func checkLeases(v router.CapacityView) []string {
+	var out []string
+	for _, t := range v.Tiers {
+		sum := 0
+		for _, m := range t.Members {
+			sum += m.Active
+			if m.Active != 0 {
+				out = append(out, fmt.Sprintf("%s member %s holds %d", t.Tier, m.ID, m.Active))
+			}
+		}
+		if t.Active != sum {
+			out = append(out, fmt.Sprintf("%s active %d but its members hold %d", t.Tier, t.Active, sum))
+		} else if t.Active != 0 {
+			out = append(out, fmt.Sprintf("%s holds %d", t.Tier, t.Active))
+		}
+	}
+	return out
+}
+
+// checkAccounting lists the tiers whose active count is not the sum of
+// their members' or is negative: the continuous lease check while requests
+// are in flight.
+func checkAccounting(v router.CapacityView) []string {
+	var out []string
+	for _, t := range v.Tiers {
+		sum := 0
+		for _, m := range t.Members {
+			if m.Active < 0 {
+				out = append(out, fmt.Sprintf("%s member %s active %d", t.Tier, m.ID, m.Active))
+			}
+			sum += m.Active
+		}
+		if t.Active != sum {
+			out = append(out, fmt.Sprintf("%s active %d but its members hold %d", t.Tier, t.Active, sum))
+		}
+	}
+	return out
+}
+
+// killEvent is one engine kill.
+type killEvent struct {
+	Member    string `json:"member"`
+	Strategy  string `json:"strategy"`  // the tier's strategy at the kill
+	At        int64  `json:"at"`        // SIGKILL sent, Unix nanoseconds
+	Restarted int64  `json:"restarted"` // listening again
+}
+
+// killResult is what the soak measured around one kill. Faulted requests
+// are left out: their failures are injected.
+type killResult struct {
+	killEvent
+	// InFlight is the number of requests on the member sent before the
+	// kill and ended after it.
+	InFlight int `json:"in_flight"`
+	// Dispatched is the number of requests on the member sent within
+	// killDispatchWindow after the kill.
+	Dispatched int `json:"dispatched"`
+	// Failed is the number of requests on the member that failed (502,
+	// 504 or an aborted body), ended after the kill and were sent before
+	// killHorizon passed or the next kill.
+	Failed int `json:"failed"`
+	// Excess is Failed minus InFlight and Dispatched, at least 0: the
+	// requests the router sent to a member it could have known was dead.
+	Excess int `json:"excess"`
+}
+
+// analyzeKills counts, for every kill, the failures on the killed member
+// against the requests in flight on it at the kill.
+func analyzeKills(records []requestRecord, kills []killEvent) []killResult {
+	out := make([]killResult, 0, len(kills))
+	for i, k := range kills {
+		horizon := k.At + killHorizon.Nanoseconds()
+		if i+1 < len(kills) {
+			horizon = min(horizon, kills[i+1].At)
+		}
+		res := killResult{killEvent: k}
+		for _, r := range records {
+			if r.Member != k.Member || r.Fault != "" {
+				continue
+			}
+			switch {
+			case r.Start < k.At && r.End >= k.At:
+				res.InFlight++
+			case r.Start >= k.At && r.Start <= k.At+killDispatchWindow.Nanoseconds():
+				res.Dispatched++
+			}
+			if r.failed() && r.End >= k.At && r.Start < horizon {
+				res.Failed++
+			}
+		}
+		res.Excess = max(0, res.Failed-res.InFlight-res.Dispatched)
+		out = append(out, res)
+	}
+	return out
+}
+
+// outcomeResult is the every-client-got-bytes-or-a-documented-error check.
+type outcomeResult struct {
+	// ByOutcome counts requests by outcome.
+	ByOutcome map[string]int `json:"by_outcome"`
+	// Bad is the number of requests whose answer was neither the engine's
+	// bytes nor a documented error: bad content or status, transport
+	// errors, driver timeouts, aborts no fault or kill explains, and 200s
+	// no engine logged.
+	Bad int `json:"bad"`
+	// Examples are some bad requests.
+	Examples []string `json:"examples,omitempty"`
+}
+
+// checkOutcomes classifies the driver's records. An aborted body is
+// documented when its request carried a mid-body or stall fault or its
+// member was killed while it was in flight; a 200 must have reached an
+// engine that logged it.
+func checkOutcomes(records []requestRecord, kills []killEvent, logged map[string]bool) outcomeResult {
+	res := outcomeResult{ByOutcome: map[string]int{}}
+	bad := func(r requestRecord, why string) {
+		res.Bad++
+		if len(res.Examples) < maxExamples {
+			res.Examples = append(res.Examples, fmt.Sprintf("%s (%s): %s %s", r.ID, r.Outcome, why, r.Detail))
+		}
+	}
+	for _, r := range records {
+		res.ByOutcome[r.Outcome]++
+		switch r.Outcome {
+		case outcomeBadContent, outcomeBadStatus, outcomeTransportError, outcomeDriverTimeout:
+			bad(r, "undocumented answer")
+		case outcomeAborted:
+			if !abortExplained(r, kills) {
+				bad(r, "aborted without a fault or a kill")
+			}
+		case outcomeOK:
+			if !logged[r.ID] {
+				bad(r, "answered 200 but no engine logged it")
+			}
+		}
+	}
+	return res
+}
+
+// abortExplained reports whether an aborted body is one the soak caused.
+func abortExplained(r requestRecord, kills []killEvent) bool {
+	switch r.Fault {
+	case faultResetMidBody, faultTruncateSSE, faultStallIdle:
+		return true
+	}
+	for _, k := range kills {
+		if k.Member == r.Member && k.At >= r.Start && k.At <= r.End {
+			return true
+		}
+	}
+	return false
+}
+
+// resources is a sample of the router process.
+type resources struct {
+	Goroutines int   `json:"goroutines"`
+	FDs        int   `json:"fds"`
+	RSSKiB     int64 `json:"rss_kib"`
+}
+
+// resourceSlack bounds how far the final sample may be from the baseline.
+type resourceSlack struct {
+	Goroutines int   `json:"goroutines"`
+	FDs        int   `json:"fds"`
+	RSSKiB     int64 `json:"rss_kib"`
+}
+
+// checkResources lists how the final sample differs from the baseline
+// beyond slack: goroutines and fds within ±slack, RSS at most slack above.
+func checkResources(base, final resources, slack resourceSlack) []string {
+	var out []string
+	if d := final.Goroutines - base.Goroutines; d > slack.Goroutines || d < -slack.Goroutines {
+		out = append(out, fmt.Sprintf("goroutines %d -> %d", base.Goroutines, final.Goroutines))
+	}
+	if d := final.FDs - base.FDs; d > slack.FDs || d < -slack.FDs {
+		out = append(out, fmt.Sprintf("fds %d -> %d", base.FDs, final.FDs))
+	}
+	if final.RSSKiB-base.RSSKiB > slack.RSSKiB {
+		out = append(out, fmt.Sprintf("rss %d KiB -> %d KiB", base.RSSKiB, final.RSSKiB))
+	}
+	return out
+}

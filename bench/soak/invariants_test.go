@@ -1,0 +1,199 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/router"
+)
+
+// ms is a time in Unix nanoseconds, n milliseconds after zero.
+func ms(n int64) int64 { return n * int64(time.Millisecond) }
+
+// history is four epochs: gpu0 at ceiling 4 (written at 0, applied by
+// 10 ms), then lowered to 2 (written at 1000 ms, applied by 1100 ms), then
+// quiesced (written at 5000 ms, applied by 5100 ms), then readmitted
+// (written at 6000 ms, applied by 6100 ms).
+func history() []configEpoch {
+	c4 := tierConfig{Strategy: "RoundRobin", Members: []memberConfig{{"gpu0", 4}, {"gpu1", 4}}}
+	c2 := c4.clone()
+	c2.Members[0].Ceiling = 2
+	q := c2.clone()
+	q.QuiesceMembers = map[string]bool{"gpu0": true}
+	return []configEpoch{
+		{Written: ms(0), Applied: ms(10), Config: c4},
+		{Written: ms(1000), Applied: ms(1100), Config: c2},
+		{Written: ms(5000), Applied: ms(5100), Config: q},
+		{Written: ms(6000), Applied: ms(6100), Config: c2},
+	}
+}
+
+func TestCeilingBound(t *testing.T) {
+	hist := history()
+	for _, tc := range []struct {
+		desc   string
+		member string
+		t      int64
+		want   int
+	}{
+		{"before any configuration", "gpu0", ms(-1), 0},
+		{"first epoch", "gpu0", ms(500), 4},
+		{"while the lowering may not be applied yet", "gpu0", ms(1050), 4},
+		{"within the admission slack after the lowering", "gpu0", ms(1300), 4},
+		{"after the slack", "gpu0", ms(1400), 2},
+		{"unchanged member", "gpu1", ms(1400), 4},
+		{"quiesce possibly not applied yet", "gpu0", ms(5050), 2},
+		{"quiesced", "gpu0", ms(5500), 0},
+		{"readmit possibly applied", "gpu0", ms(6050), 2},
+		{"another member while gpu0 is quiesced", "gpu1", ms(5500), 4},
+		{"not a member", "gpu9", ms(500), 0},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := ceilingBound(hist, tc.member, tc.t, admitSlack); got != tc.want {
+				t.Fatalf("ceilingBound(%s, %d ms) = %d, want %d", tc.member, tc.t/ms(1), got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckOvershoot(t *testing.T) {
+	hist := history()
+	logs := map[string][]engineRecord{
+		"gpu0": {
+			{ID: "a", T: ms(100), Live: 4},  // at the ceiling
+			{ID: "b", T: ms(1050), Live: 4}, // old ceiling possibly in force
+			{ID: "c", T: ms(2000), Live: 3}, // above the lowered ceiling
+			{ID: "d", T: ms(3000), Live: 3}, // above, but an abandoned exchange ended next to it
+			{ID: "q", T: ms(5500), Live: 1}, // an arrival at a quiesced member
+		},
+		"gpu1": {{ID: "e", T: ms(100), Live: 4}},
+	}
+	// The second abandoned exchange cannot excuse the arrival at the
+	// quiesced member: nothing may be admitted there at all.
+	abandoned := map[string][]int64{"gpu0": {ms(2950), ms(5490)}}
+
+	res := checkOvershoot(logs, hist, admitSlack, abandoned, false)
+	if res.Checked != 6 || res.Violations != 2 || res.Excused != 1 {
+		t.Fatalf("checked %d violations %d excused %d, want 6, 2, 1", res.Checked, res.Violations, res.Excused)
+	}
+	if len(res.Examples) != 2 || !strings.Contains(res.Examples[0], "request c ") || !strings.Contains(res.Examples[1], "request q ") {
+		t.Fatalf("examples %v, want requests c and q", res.Examples)
+	}
+	if res.PeakLive["gpu0"] != 4 || res.PeakLive["gpu1"] != 4 {
+		t.Fatalf("peak live %v", res.PeakLive)
+	}
+	if strict := checkOvershoot(logs, hist, admitSlack, abandoned, true); strict.Violations != 3 || strict.Excused != 0 {
+		t.Fatalf("strict: violations %d excused %d, want 3, 0", strict.Violations, strict.Excused)
+	}
+	// An abandoned exchange outside the window excuses nothing.
+	far := map[string][]int64{"gpu0": {ms(500)}}
+	if res := checkOvershoot(logs, hist, admitSlack, far, false); res.Violations != 3 {
+		t.Fatalf("violations %d with a distant abandoned exchange, want 3", res.Violations)
+	}
+}
+
+func TestCheckDuplicates(t *testing.T) {
+	for _, tc := range []struct {
+		desc       string
+		logs       map[string][]engineRecord
+		dups, anon int
+	}{
+		{"distinct", map[string][]engineRecord{"gpu0": {{ID: "a"}}, "gpu1": {{ID: "b"}}}, 0, 0},
+		{"two engines", map[string][]engineRecord{"gpu0": {{ID: "a"}}, "gpu1": {{ID: "a"}}}, 1, 0},
+		{"one engine twice", map[string][]engineRecord{"gpu0": {{ID: "a"}, {ID: "a"}, {ID: "b"}}}, 1, 0},
+		{"without an id", map[string][]engineRecord{"gpu0": {{ID: ""}}}, 0, 1},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			res := checkDuplicates(tc.logs)
+			if res.Duplicates != tc.dups || res.Unidentified != tc.anon {
+				t.Fatalf("duplicates %d unidentified %d, want %d %d", res.Duplicates, res.Unidentified, tc.dups, tc.anon)
+			}
+			if tc.dups > 0 && len(res.Examples) != tc.dups {
+				t.Fatalf("examples %v", res.Examples)
+			}
+		})
+	}
+}
+
+func TestCheckLeases(t *testing.T) {
+	clean := router.CapacityView{Tiers: []router.TierCapacity{{Tier: tierKey, Members: []router.MemberCapacity{{ID: "gpu0"}}}}}
+	if got := checkLeases(clean); len(got) != 0 {
+		t.Fatalf("clean view reported %v", got)
+	}
+	leaked := router.CapacityView{Tiers: []router.TierCapacity{{Tier: tierKey, Active: 1,
+		Members: []router.MemberCapacity{{ID: "gpu0"}, {ID: "gpu1", Active: 1}}}}}
+	if got := checkLeases(leaked); len(got) != 2 || !strings.Contains(got[0], "gpu1 holds 1") || !strings.Contains(got[1], "chaos holds 1") {
+		t.Fatalf("leak reported as %v", got)
+	}
+	skewed := router.CapacityView{Tiers: []router.TierCapacity{{Tier: tierKey, Active: 2,
+		Members: []router.MemberCapacity{{ID: "gpu0", Active: 1}}}}}
+	if got := checkAccounting(skewed); len(got) != 1 {
+		t.Fatalf("accounting error reported as %v", got)
+	}
+	if got := checkAccounting(leaked); len(got) != 0 {
+		t.Fatalf("consistent view reported %v", got)
+	}
+}
+
+func TestAnalyzeKills(t *testing.T) {
+	kills := []killEvent{{Member: "gpu0", At: ms(1000)}}
+	records := []requestRecord{
+		{ID: "in-flight", Member: "gpu0", Start: ms(990), End: ms(1001), Outcome: outcomeAborted},
+		{ID: "same-ms", Member: "gpu0", Start: ms(1000), End: ms(1002), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
+		{ID: "late", Member: "gpu0", Start: ms(1200), End: ms(1201), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
+		{ID: "refused", Member: "", Start: ms(1200), End: ms(1201), Outcome: outcomeErrorPrefix + "no_eligible_member"},
+		{ID: "other member", Member: "gpu1", Start: ms(1200), End: ms(1201), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
+		{ID: "faulted", Member: "gpu0", Fault: faultResetMidBody, Start: ms(1200), End: ms(1201), Outcome: outcomeAborted},
+		{ID: "after the horizon", Member: "gpu0", Start: ms(9000), End: ms(9001), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
+	}
+	got := analyzeKills(records, kills)
+	if len(got) != 1 {
+		t.Fatalf("%d results", len(got))
+	}
+	if k := got[0]; k.InFlight != 1 || k.Dispatched != 1 || k.Failed != 3 || k.Excess != 1 {
+		t.Fatalf("got %+v, want in flight 1, dispatched 1, failed 3, excess 1", k)
+	}
+}
+
+func TestCheckOutcomes(t *testing.T) {
+	kills := []killEvent{{Member: "gpu0", At: ms(1000)}}
+	records := []requestRecord{
+		{ID: "ok", Outcome: outcomeOK},
+		{ID: "ok-unlogged", Outcome: outcomeOK},
+		{ID: "refused", Outcome: outcomeErrorPrefix + "capacity_exhausted"},
+		{ID: "faulted abort", Fault: faultTruncateSSE, Outcome: outcomeAborted},
+		{ID: "killed abort", Member: "gpu0", Start: ms(900), End: ms(1100), Outcome: outcomeAborted},
+		{ID: "unexplained abort", Member: "gpu1", Start: ms(900), End: ms(1100), Outcome: outcomeAborted},
+		{ID: "bad", Outcome: outcomeBadContent},
+	}
+	res := checkOutcomes(records, kills, map[string]bool{"ok": true})
+	if res.Bad != 3 {
+		t.Fatalf("bad %d, want 3 (unlogged 200, unexplained abort, bad content): %v", res.Bad, res.Examples)
+	}
+	if res.ByOutcome[outcomeAborted] != 3 || res.ByOutcome[outcomeOK] != 2 {
+		t.Fatalf("by outcome %v", res.ByOutcome)
+	}
+}
+
+func TestCheckResources(t *testing.T) {
+	base := resources{Goroutines: 20, FDs: 30, RSSKiB: 1000}
+	slack := resourceSlack{Goroutines: 5, FDs: 5, RSSKiB: 100}
+	for _, tc := range []struct {
+		desc  string
+		final resources
+		want  int
+	}{
+		{"within", resources{Goroutines: 25, FDs: 25, RSSKiB: 1100}, 0},
+		{"goroutine leak", resources{Goroutines: 26, FDs: 30, RSSKiB: 1000}, 1},
+		{"fd leak", resources{Goroutines: 20, FDs: 36, RSSKiB: 1000}, 1},
+		{"fds far below", resources{Goroutines: 20, FDs: 24, RSSKiB: 1000}, 1},
+		{"rss growth", resources{Goroutines: 20, FDs: 30, RSSKiB: 1101}, 1},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := checkResources(base, tc.final, slack); len(got) != tc.want {
+				t.Fatalf("checkResources = %v, want %d differences", got, tc.want)
+			}
+		})
+	}
+}
