@@ -105,6 +105,9 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 		"--node-name", benchNode,
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0",
+		// No handover grace: no second router takes over, and stopGrace
+		// is shorter than the default grace.
+		"--shutdown-grace", "0s",
 	)
 	if err != nil {
 		return nil, err

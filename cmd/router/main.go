@@ -19,6 +19,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,12 +40,41 @@ const (
 	// bytes, so a million is a few hundred MiB, more than any router needs.
 	maxDecisionLogSize = 1_000_000
 	// defaultShutdownTimeout is how long in-flight requests may run after
-	// SIGTERM; it must stay below the pod's terminationGracePeriodSeconds.
+	// SIGTERM (and the grace); it must stay below the pod's
+	// terminationGracePeriodSeconds.
 	defaultShutdownTimeout = 30 * time.Second
+	// defaultShutdownGrace is how long the router keeps accepting after
+	// SIGTERM while telling every client to reconnect: a busy keep-alive
+	// client sends its next request well within 5 s and moves to the new
+	// router; with --shutdown-timeout and the admin server's 5 s it stays
+	// within the DaemonSet's 45 s terminationGracePeriodSeconds.
+	defaultShutdownGrace = 5 * time.Second
+	// maxShutdownGrace bounds --shutdown-grace: past a minute a pod
+	// deletion waits for nothing but idle clients.
+	maxShutdownGrace = time.Minute
+	// defaultBodyReadTimeout is the default --body-read-timeout: a
+	// 16 MiB body (the default --max-body-bytes) arrives within it at a
+	// little over 2 Mbit/s, slower than any client that should hold a
+	// connection to a GPU node.
+	defaultBodyReadTimeout = 60 * time.Second
 	// readHeaderTimeout bounds a client's request headers on both listeners.
 	readHeaderTimeout = 10 * time.Second
 	// idleTimeout closes idle client keep-alive connections.
 	idleTimeout = 120 * time.Second
+	// maxHeaderBytes bounds a request's header block on both listeners
+	// (net/http's default is 1 MiB). An API key (at most
+	// router.MaxKeyLength, 4 KiB), a request id, tracing headers and the
+	// usual client headers fit many times over in 64 KiB, and each
+	// connection reading headers pins at most that much.
+	maxHeaderBytes = 64 << 10
+	// warmUpTimeout bounds the wait, before the front door listens, for a
+	// first probe of every member: a probe takes at most
+	// readiness.ProbeTimeout, and the prober's own first probe may run
+	// before the one the router asks for.
+	warmUpTimeout = 3 * readiness.ProbeTimeout
+	// warmUpRetry is how soon the warm-up asks again for a probe when the
+	// probers have not started yet (they start on their own goroutine).
+	warmUpRetry = 10 * time.Millisecond
 	// adminShutdownTimeout bounds the admin server's shutdown, after the
 	// front door's: a pending drain call gets this long to answer.
 	adminShutdownTimeout = 5 * time.Second
@@ -59,9 +90,12 @@ type config struct {
 	apiKeysFile     string
 	adminTokenFile  string
 	maxBodyBytes    int64
+	bodyReadTimeout time.Duration
+	keysPoll        time.Duration
 	decisionLogSize int
 	decisionLogFile string
 	shutdownTimeout time.Duration
+	shutdownGrace   time.Duration
 	logLevel        slog.Level
 	showVersion     bool
 	kube            kubeFlags
@@ -77,12 +111,15 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this router's node; tiers of other nodes are ignored (default $NODE_NAME)")
 	fs.StringVar(&c.listen, "listen", ":8080", "front door listen address")
 	fs.StringVar(&c.adminListen, "admin-listen", ":9090", "admin listen address")
-	fs.StringVar(&c.apiKeysFile, "api-keys-file", "", "file of bearer API keys, one a line; none means the front door is open")
-	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line; none means /admin/v1 is open")
+	fs.StringVar(&c.apiKeysFile, "api-keys-file", "", "file of bearer API keys, one a line, reread when it changes; none means the front door is open")
+	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, reread when it changes; none means /admin/v1 is open")
+	fs.DurationVar(&c.keysPoll, "keys-poll-interval", router.DefaultKeyPollInterval, "how often the key and token files are reread")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", defaultBodyReadTimeout, "how long a request's headers and body may take to arrive (400 after)")
 	fs.IntVar(&c.decisionLogSize, "decision-log-size", defaultDecisionLogSize, "decision records kept in memory for /admin/v1/decisions (0 keeps none)")
 	fs.StringVar(&c.decisionLogFile, "decision-log-file", "", "JSONL file the decision records are appended to (rotated at 64 MiB, one previous file kept as FILE.1); none means memory only")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish after SIGTERM and the grace")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", defaultShutdownGrace, "how long the router keeps accepting after SIGTERM, telling clients to reconnect, so they move to the router replacing it")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and revision and exit")
 	c.kube.register(fs)
@@ -103,6 +140,12 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, fmt.Errorf("--decision-log-size must be within 0..%d", maxDecisionLogSize)
 	case c.shutdownTimeout <= 0:
 		return config{}, errors.New("--shutdown-timeout must be positive")
+	case c.shutdownGrace < 0 || c.shutdownGrace > maxShutdownGrace:
+		return config{}, fmt.Errorf("--shutdown-grace must be within 0..%v", maxShutdownGrace)
+	case c.bodyReadTimeout <= 0:
+		return config{}, errors.New("--body-read-timeout must be positive")
+	case c.keysPoll < router.MinKeyPollInterval || c.keysPoll > router.MaxKeyPollInterval:
+		return config{}, fmt.Errorf("--keys-poll-interval must be within %v..%v", router.MinKeyPollInterval, router.MaxKeyPollInterval)
 	case c.pollInterval < source.MinPollInterval || c.pollInterval > source.MaxPollInterval:
 		return config{}, fmt.Errorf("--tiers-poll-interval must be within %v..%v", source.MinPollInterval, source.MaxPollInterval)
 	}
@@ -123,12 +166,20 @@ func main() {
 type startedRouter struct {
 	front, admin net.Addr
 	probes       *readiness.Cache
-	notReady     <-chan struct{} // closed once shutdown made /readyz fail.
+	notReady     <-chan struct{}         // closed once shutdown made /readyz fail.
+	keyReloads   <-chan router.KeyReload // what the key watches reported, newest dropped when full.
 }
 
+// keyReloadBuffer bounds the reports kept for the started callback (tests
+// read a few).
+const keyReloadBuffer = 16
+
 // run starts the router and blocks until ctx ends (SIGTERM) or a part
-// fails, then shuts down. started, when set (tests), is called once both
-// listeners are up and the first snapshot is applied.
+// fails, then shuts down. The admin listener opens first (its /readyz
+// fails until the front door listens); the front door opens once the first
+// snapshot is applied and every member was probed once, so that a router
+// replacing another takes connections only when it can serve them.
+// started, when set (tests), is called once both listeners are up.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, started func(startedRouter)) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
@@ -179,23 +230,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		return err
 	}
 
-	var lc net.ListenConfig
-	frontLn, err := lc.Listen(ctx, "tcp", cfg.listen)
+	adminLn, err := listen(ctx, cfg.adminListen)
 	if err != nil {
-		return fmt.Errorf("front door listener: %w", err)
-	}
-	adminLn, err := lc.Listen(ctx, "tcp", cfg.adminListen)
-	if err != nil {
-		_ = frontLn.Close()
 		return fmt.Errorf("admin listener: %w", err)
 	}
-	front, adminSrv := newServer(rt), newServer(admin)
+	var serving, draining atomic.Bool
+	front := newServer(handOver(rt, &draining), cfg.bodyReadTimeout)
+	adminSrv := newServer(handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	failed := make(chan error, 4)
-	done := make(chan struct{}, 4)
+	// Every part sends at most one error; the channels hold them all.
+	const parts = 6
+	failed := make(chan error, parts)
+	done := make(chan struct{}, parts)
+	spawned := 0
 	spawn := func(name string, f func() error) {
+		spawned++
 		go func() {
 			defer func() { done <- struct{}{} }()
 			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -203,28 +254,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 			}
 		}()
 	}
+	spawn("admin", func() error { return adminSrv.Serve(adminLn) })
 	spawn("readiness", func() error { return probes.Run(runCtx) })
-	firstApplied := make(chan struct{})
+	reloads := make(chan router.KeyReload, keyReloadBuffer)
+	for _, w := range []struct {
+		name, path string
+		keys       *router.Keys
+	}{{"api keys", cfg.apiKeysFile, keys}, {"admin token", cfg.adminTokenFile, token}} {
+		if w.keys == nil {
+			continue
+		}
+		watch := router.KeyWatch{Path: w.path, Keys: w.keys, Interval: cfg.keysPoll, Report: func(r router.KeyReload) {
+			logKeyReload(logger, r)
+			select {
+			case reloads <- r:
+			default:
+			}
+		}}
+		spawn(w.name, func() error { return watch.Run(runCtx) })
+	}
+	firstTiers := make(chan []readiness.Tier, 1)
+	var once sync.Once
 	spawn("source", func() error {
 		return src.Run(runCtx, func(s source.Snapshot) {
 			apply(logger, probes, samples, rt, s)
-			select {
-			case <-firstApplied:
-			default:
-				close(firstApplied)
-			}
+			once.Do(func() { firstTiers <- router.ReadinessTiers(s) })
 		})
 	})
-	spawn("front door", func() error { return front.Serve(frontLn) })
-	spawn("admin", func() error { return adminSrv.Serve(adminLn) })
-	logger.Info("router started", "node", cfg.nodeName, "listen", frontLn.Addr().String(), "admin_listen", adminLn.Addr().String())
 
 	notReady := make(chan struct{})
 	var runErr error
 	select {
-	case <-firstApplied:
+	case tiers := <-firstTiers:
+		warmUp(ctx, probes, tiers)
+		if ctx.Err() != nil {
+			break
+		}
+		frontLn, err := listen(ctx, cfg.listen)
+		if err != nil {
+			runErr = fmt.Errorf("front door listener: %w", err)
+			break
+		}
+		spawn("front door", func() error { return front.Serve(frontLn) })
+		serving.Store(true)
+		logger.Info("router started", "node", cfg.nodeName, "listen", frontLn.Addr().String(), "admin_listen", adminLn.Addr().String())
 		if started != nil {
-			started(startedRouter{front: frontLn.Addr(), admin: adminLn.Addr(), probes: probes, notReady: notReady})
+			started(startedRouter{front: frontLn.Addr(), admin: adminLn.Addr(), probes: probes, notReady: notReady, keyReloads: reloads})
 		}
 		select {
 		case <-ctx.Done():
@@ -236,30 +311,112 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	if runErr != nil {
 		logger.Error("shutting down after a failure", "error", runErr.Error())
 	} else {
-		logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
+		logger.Info("shutting down", "grace", cfg.shutdownGrace, "timeout", cfg.shutdownTimeout)
 	}
 	admin.NotReady()
 	close(notReady)
+	draining.Store(true)
+	if serving.Load() && runErr == nil && cfg.shutdownGrace > 0 {
+		// Keep accepting: a router replacing this one may not listen yet,
+		// and clients told to reconnect reach it once it does.
+		grace := time.NewTimer(cfg.shutdownGrace)
+		select {
+		case <-grace.C:
+		case runErr = <-failed:
+		}
+		grace.Stop()
+	}
 	shutdown(logger, front, adminSrv, cfg.shutdownTimeout)
 	cancel()
 	probes.Close()
 	samples.Close()
-	for range 4 {
+	for range spawned {
 		<-done
 	}
 	logger.Info("router stopped")
 	return runErr
 }
 
-// newServer returns an HTTP server for h. There is no write timeout:
-// streams last as long as the engine streams, bounded by the tiers' idle
-// timeouts. net/http's own error log, which quotes client addresses and raw
-// errors, is discarded.
-func newServer(h http.Handler) *http.Server {
+// warmUp waits, at most warmUpTimeout or until ctx ends, for a probe of
+// every member of tiers, so that the front door opens with its members'
+// readiness known rather than every member not ready yet.
+func warmUp(ctx context.Context, probes *readiness.Cache, tiers []readiness.Tier) {
+	ctx, cancel := context.WithTimeout(ctx, warmUpTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, t := range tiers {
+		for _, m := range t.Members {
+			wg.Go(func() {
+				for {
+					_, err := probes.ProbeNow(ctx, t.Key, m.ID)
+					if !errors.Is(err, readiness.ErrNotRunning) {
+						return
+					}
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(warmUpRetry):
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// logKeyReload logs what a key watch reported: the file and the number of
+// keys, never a key.
+func logKeyReload(logger *slog.Logger, r router.KeyReload) {
+	if r.Err != nil {
+		logger.Warn("key file not reloaded; the keys loaded before stay in force", "file", r.Path, "keys", r.Keys, "error", r.Err.Error())
+		return
+	}
+	logger.Info("key file reloaded", "file", r.Path, "keys", r.Keys)
+}
+
+// handOver tells clients to reconnect once shutdown began: every response
+// then carries "Connection: close", so a keep-alive client sends its next
+// request on a new connection, which reaches the router replacing this one
+// (see listen). Closing idle connections instead would race clients
+// reusing them.
+func handOver(h http.Handler, draining *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// readyOnceServing fails /readyz until the front door listens: the admin
+// listener opens first, and a router replacing another must not be taken
+// for ready before it takes front door connections.
+func readyOnceServing(h http.Handler, serving *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" && !serving.Load() {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "front door not listening yet\n")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// newServer returns an HTTP server for h. ReadTimeout bounds a request's
+// headers and body: net/http lifts the connection's read deadline when the
+// body has been read to its end (before its background read for the
+// client's going away), so the timeout never cuts a response, and there is
+// no write timeout: streams last as long as the engine streams, bounded by
+// the tiers' idle timeouts. net/http's own error log, which quotes client
+// addresses and raw errors, is discarded.
+func newServer(h http.Handler, bodyReadTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       bodyReadTimeout,
 		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 }

@@ -36,6 +36,11 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--decision-log-size", "-1"}, wantErr: "--decision-log-size"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--shutdown-timeout", "0s"}, wantErr: "--shutdown-timeout"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--tiers-poll-interval", "1ms"}, wantErr: "--tiers-poll-interval"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--shutdown-grace", "-1s"}, wantErr: "--shutdown-grace"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--shutdown-grace", "2m"}, wantErr: "--shutdown-grace"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--body-read-timeout", "0s"}, wantErr: "--body-read-timeout"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--keys-poll-interval", "1ms"}, wantErr: "--keys-poll-interval"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--keys-poll-interval", "1h"}, wantErr: "--keys-poll-interval"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "extra"}, wantErr: "unexpected arguments"},
 		{args: []string{"--bogus"}, wantErr: "flag provided but not defined"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--log-level", "LOUD"}, wantErr: "log-level"},
@@ -43,7 +48,8 @@ func TestParseFlags(t *testing.T) {
 		var out bytes.Buffer
 		c, err := parseFlags(tt.args, &out)
 		if tt.wantErr == "" {
-			if err != nil || c.listen != ":8080" || c.adminListen != ":9090" || c.maxBodyBytes != 16<<20 || c.decisionLogSize != 4096 {
+			if err != nil || c.listen != ":8080" || c.adminListen != ":9090" || c.maxBodyBytes != 16<<20 || c.decisionLogSize != 4096 ||
+				c.shutdownGrace != 5*time.Second || c.bodyReadTimeout != time.Minute || c.keysPoll != 5*time.Second {
 				t.Errorf("%v: %+v, %v", tt.args, c, err)
 			}
 			continue
@@ -113,7 +119,18 @@ func (b *syncBuffer) String() string {
 // for SIGTERM.
 func startRouter(t *testing.T, endpoint string, extra ...string) (startedRouter, chan error, context.CancelFunc, *syncBuffer) {
 	t.Helper()
-	dir := t.TempDir()
+	dir, keys := writeConfig(t, endpoint)
+	args := append([]string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", "127.0.0.1:0",
+		"--admin-listen", "127.0.0.1:0", "--api-keys-file", keys, "--shutdown-grace", "0s"}, extra...)
+	p := launch(t, args...)
+	return p.started, p.result, p.cancel, p.logs
+}
+
+// writeConfig writes a tiers directory with one tier of one member at
+// endpoint, and a key file holding the key "secret".
+func writeConfig(t *testing.T, endpoint string) (dir, keys string) {
+	t.Helper()
+	dir = t.TempDir()
 	manifest := fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
 kind: ReplicaTier
 metadata: {name: llama, namespace: ns}
@@ -127,26 +144,11 @@ spec:
 	if err := os.WriteFile(filepath.Join(dir, "tiers.yaml"), []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	keys := filepath.Join(dir, "keys")
+	keys = filepath.Join(dir, "keys")
 	if err := os.WriteFile(keys, []byte("secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", "127.0.0.1:0",
-		"--admin-listen", "127.0.0.1:0", "--api-keys-file", keys}, extra...)
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan startedRouter, 1)
-	result := make(chan error, 1)
-	logs := &syncBuffer{}
-	go func() { result <- run(ctx, args, io.Discard, logs, func(s startedRouter) { started <- s }) }()
-	select {
-	case s := <-started:
-		return s, result, cancel, logs
-	case err := <-result:
-		t.Fatalf("run returned %v before starting; logs: %s", err, logs)
-	case <-time.After(failSafe):
-		t.Fatal("the router did not start")
-	}
-	return startedRouter{}, nil, cancel, logs
+	return dir, keys
 }
 
 // waitReady waits until the member's prober runs, then forces a probe and
@@ -274,7 +276,8 @@ func TestRunFailsFast(t *testing.T) {
 	}{
 		{[]string{"--tiers-dir", filepath.Join(t.TempDir(), "missing"), "--node-name", "n", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, "manifest directory unreadable"},
 		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--api-keys-file", filepath.Join(t.TempDir(), "none")}, "invalid key file"},
-		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--listen", "256.0.0.1:1"}, "front door listener"},
+		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--listen", "256.0.0.1:1", "--admin-listen", "127.0.0.1:0"}, "front door listener"},
+		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--admin-listen", "256.0.0.1:1"}, "admin listener"},
 	} {
 		err := run(context.Background(), tt.args, io.Discard, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

@@ -27,4 +27,6 @@ var (
 	errBodyClosed = errors.New("router: response body closed")
 	// errBodyTooLarge reports a request body above the limit.
 	errBodyTooLarge = errors.New("router: request body too large")
+	// errKeyWatch reports a KeyWatch that cannot run.
+	errKeyWatch = errors.New("router: key watch misconfigured")
 )

@@ -1,12 +1,19 @@
 package router
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestParseKeys(t *testing.T) {
@@ -91,5 +98,361 @@ func TestLoadKeys(t *testing.T) {
 	}
 	if _, err := LoadKeys(filepath.Join(dir, "missing")); !errors.Is(err, ErrInvalidKeys) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// BenchmarkKeysAllow measures the key check of every request: a matching
+// 51-byte key among two. It must not allocate.
+func BenchmarkKeysAllow(b *testing.B) {
+	k, err := ParseKeys([]byte("sk-" + strings.Repeat("a", 48) + "\nsk-" + strings.Repeat("b", 48) + "\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, _ := http.NewRequest(http.MethodGet, "/", nil) //nolint:noctx // Never sent.
+	r.Header.Set("Authorization", "Bearer sk-"+strings.Repeat("b", 48))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !k.Allow(r) {
+			b.Fatal("the key was refused")
+		}
+	}
+}
+
+func TestKeysAllowDoesNotAllocate(t *testing.T) {
+	k, _ := ParseKeys([]byte("alpha\n"))
+	r, _ := http.NewRequest(http.MethodGet, "/", nil) //nolint:noctx // Never sent.
+	r.Header.Set("Authorization", "Bearer "+strings.Repeat("x", 100))
+	if n := testing.AllocsPerRun(100, func() { k.Allow(r) }); n != 0 {
+		t.Fatalf("Allow allocates %v times per call", n)
+	}
+	r.Header.Set("Authorization", "Bearer "+strings.Repeat("x", MaxKeyLength+1))
+	if k.Allow(r) {
+		t.Fatal("a token longer than any key was allowed")
+	}
+	if (&Keys{}).Allow(r) {
+		t.Fatal("the zero Keys allowed a request")
+	}
+}
+
+// secretDir lays out a key file the way the kubelet mounts a Secret: the
+// file is a symbolic link through "..data", itself a link to a timestamped
+// directory, and an update writes a new directory and renames a new
+// "..data_tmp" link over "..data" (one atomic rename).
+type secretDir struct {
+	t    *testing.T
+	dir  string
+	gen  int
+	last string
+}
+
+// newSecretDir returns a Secret mount whose "keys" file holds content.
+func newSecretDir(t *testing.T, content string) *secretDir {
+	t.Helper()
+	d := &secretDir{t: t, dir: t.TempDir()}
+	d.update(map[string]string{"keys": content})
+	if err := os.Symlink(filepath.Join("..data", "keys"), d.path()); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// path is the file the router is given.
+func (d *secretDir) path() string { return filepath.Join(d.dir, "keys") }
+
+// update projects a new version of the Secret, as the kubelet does.
+func (d *secretDir) update(files map[string]string) {
+	d.t.Helper()
+	d.gen++
+	version := fmt.Sprintf("..2026_12_04_08_00_00.%d", d.gen)
+	if err := os.Mkdir(filepath.Join(d.dir, version), 0o700); err != nil {
+		d.t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(d.dir, version, name), []byte(content), 0o600); err != nil {
+			d.t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(d.dir, "..data_tmp")
+	if err := os.Symlink(version, tmp); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(d.dir, "..data")); err != nil {
+		d.t.Fatal(err)
+	}
+	if d.last != "" {
+		if err := os.RemoveAll(filepath.Join(d.dir, d.last)); err != nil {
+			d.t.Fatal(err)
+		}
+	}
+	d.last = version
+}
+
+// keyWatchHarness runs a KeyWatch on a fake clock and steps it one read
+// at a time.
+type keyWatchHarness struct {
+	t       *testing.T
+	clock   *clocktesting.FakeClock
+	polled  chan struct{}
+	reports chan KeyReload
+	stopped chan error
+}
+
+func startKeyWatch(t *testing.T, path string, k *Keys) *keyWatchHarness {
+	t.Helper()
+	h := &keyWatchHarness{t: t, clock: clocktesting.NewFakeClock(time.Now()), polled: make(chan struct{}),
+		reports: make(chan KeyReload, 16), stopped: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := KeyWatch{Path: path, Keys: k, Clock: h.clock, Report: func(r KeyReload) { h.reports <- r },
+		afterPoll: func() { h.polled <- struct{}{} }}
+	go func() { h.stopped <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-h.stopped:
+			if err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		case <-time.After(failSafe):
+			t.Error("the key watch did not stop with its context")
+		}
+	})
+	return h
+}
+
+// step lets one interval pass and waits for the read it triggers. The
+// ticker is created by Run's goroutine, so the first step waits for it.
+func (h *keyWatchHarness) step() {
+	h.t.Helper()
+	deadline := time.Now().Add(failSafe)
+	for !h.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the key watch never started its ticker")
+		}
+		runtime.Gosched()
+	}
+	h.clock.Step(DefaultKeyPollInterval)
+	select {
+	case <-h.polled:
+	case <-time.After(failSafe):
+		h.t.Fatal("no read after an interval")
+	}
+}
+
+// report returns the next report, or fails when there is none.
+func (h *keyWatchHarness) report() KeyReload {
+	h.t.Helper()
+	select {
+	case r := <-h.reports:
+		return r
+	default:
+		h.t.Fatal("no report")
+		return KeyReload{}
+	}
+}
+
+// noReport fails when a report is pending.
+func (h *keyWatchHarness) noReport() {
+	h.t.Helper()
+	select {
+	case r := <-h.reports:
+		h.t.Fatalf("unexpected report %+v", r)
+	default:
+	}
+}
+
+// allows reports whether k allows key.
+func allows(k *Keys, key string) bool {
+	r, _ := http.NewRequest(http.MethodGet, "/", nil) //nolint:noctx // Never sent.
+	r.Header.Set("Authorization", "Bearer "+key)
+	return k.Allow(r)
+}
+
+// maxRotationChecks bounds the client loop of TestKeyRotation: enough
+// requests to span the swap many times over on a slow machine.
+const maxRotationChecks = 200_000
+
+// TestKeyRotation rotates the API key by the kubelet's symbolic-link swap
+// while a client keeps calling the router with the old key, then the new
+// one: at no moment are both refused, the old key works until the new set
+// is loaded (two equal reads), the new one from then on.
+func TestKeyRotation(t *testing.T) {
+	secret := newSecretDir(t, "old-key\n")
+	k, err := LoadKeys(secret.path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := New(Options{Keys: k})
+	defer rt.Close()
+	front := httptest.NewServer(rt)
+	defer front.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	status := func(key string) int {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, front.URL+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	// The client: each round tries the old key, then the new one. Once the
+	// old one is refused the swap has happened, so the new one must work.
+	stop := make(chan struct{})
+	sawOld, sawNew := make(chan struct{}), make(chan struct{})
+	type result struct{ checks, neither int }
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		oldSeen, newSeen := false, false
+		for ; res.checks < maxRotationChecks; res.checks++ {
+			select {
+			case <-stop:
+				done <- res
+				return
+			default:
+			}
+			switch {
+			case status("old-key") == http.StatusOK:
+				if !oldSeen {
+					oldSeen = true
+					close(sawOld)
+				}
+			case status("new-key") == http.StatusOK:
+				if !newSeen {
+					newSeen = true
+					close(sawNew)
+				}
+			default:
+				res.neither++
+			}
+		}
+		done <- res
+	}()
+	wait := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(failSafe):
+			t.Fatalf("the client never saw %s", what)
+		}
+	}
+
+	h := startKeyWatch(t, secret.path(), k)
+	wait(sawOld, "the old key accepted")
+	h.step() // unchanged file: nothing to do.
+	h.noReport()
+
+	secret.update(map[string]string{"keys": "new-key\n"})
+	h.step() // first read of the new content: not served yet.
+	h.noReport()
+	if !allows(k, "old-key") || allows(k, "new-key") {
+		t.Fatal("the new set was served after one read")
+	}
+	h.step() // second, equal read: served.
+	if r := h.report(); r.Err != nil || r.Keys != 1 {
+		t.Fatalf("report = %+v", r)
+	}
+	if allows(k, "old-key") || !allows(k, "new-key") {
+		t.Fatal("the new set is not served after two equal reads")
+	}
+	wait(sawNew, "the new key accepted")
+	close(stop)
+	select {
+	case res := <-done:
+		if res.neither != 0 {
+			t.Fatalf("%d of %d rounds had neither key accepted", res.neither, res.checks)
+		}
+	case <-time.After(failSafe):
+		t.Fatal("the client loop did not stop")
+	}
+}
+
+// TestKeyRotationKeepsOldSet: a file that is absent, empty, invalid or
+// still being written keeps the served set; each failure is reported once,
+// without key material.
+func TestKeyRotationKeepsOldSet(t *testing.T) {
+	for _, tt := range []struct {
+		desc    string
+		files   map[string]string
+		wantErr string
+	}{
+		{desc: "empty", files: map[string]string{"keys": ""}, wantErr: "no key"},
+		{desc: "comments only", files: map[string]string{"keys": "# rotated-key-soon\n"}, wantErr: "no key"},
+		{desc: "invalid", files: map[string]string{"keys": "rotated key\n"}, wantErr: "contains a space"},
+		{desc: "absent", files: map[string]string{"other": "rotated-key\n"}, wantErr: "cannot be opened"},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			secret := newSecretDir(t, "old-key\n")
+			k, err := LoadKeys(secret.path())
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := startKeyWatch(t, secret.path(), k)
+			secret.update(tt.files)
+			h.step()
+			r := h.report()
+			if !errors.Is(r.Err, ErrInvalidKeys) || !strings.Contains(r.Err.Error(), tt.wantErr) || r.Keys != 1 {
+				t.Fatalf("report = %+v, want ErrInvalidKeys (%s) with the old key kept", r, tt.wantErr)
+			}
+			if strings.Contains(r.Err.Error(), "rotated") || strings.Contains(r.Err.Error(), "old-key") {
+				t.Fatalf("the error quotes key material: %v", r.Err)
+			}
+			h.step() // the same failure again: not reported twice.
+			h.noReport()
+			if !allows(k, "old-key") || k.Len() != 1 {
+				t.Fatal("a bad file replaced the served set")
+			}
+			// Fixed: served after two equal reads.
+			secret.update(map[string]string{"keys": "new-key\n"})
+			h.step()
+			h.step()
+			if r := h.report(); r.Err != nil || !allows(k, "new-key") || allows(k, "old-key") {
+				t.Fatalf("after the fix: %+v", r)
+			}
+		})
+	}
+}
+
+// TestKeyRotationInPlaceWrite: a file rewritten in place is served only
+// once two consecutive reads agree, so a half-written key is never served.
+func TestKeyRotationInPlaceWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(path, []byte("old-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := LoadKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startKeyWatch(t, path, k)
+	if err := os.WriteFile(path, []byte("new-k"), 0o600); err != nil { // half written.
+		t.Fatal(err)
+	}
+	h.step()
+	if err := os.WriteFile(path, []byte("new-key\n"), 0o600); err != nil { // complete.
+		t.Fatal(err)
+	}
+	h.step()
+	h.noReport()
+	if allows(k, "new-k") || !allows(k, "old-key") {
+		t.Fatal("a content read once was served")
+	}
+	h.step()
+	if r := h.report(); r.Err != nil || !allows(k, "new-key") || allows(k, "new-k") {
+		t.Fatalf("report %+v; the complete file is not served", r)
+	}
+}
+
+func TestKeyWatchMisconfigured(t *testing.T) {
+	for _, w := range []KeyWatch{
+		{Path: "keys"},
+		{Path: "keys", Keys: &Keys{}, Interval: time.Millisecond},
+		{Path: "keys", Keys: &Keys{}, Interval: time.Hour},
+	} {
+		if err := w.Run(context.Background()); !errors.Is(err, errKeyWatch) {
+			t.Errorf("%+v: Run = %v, want errKeyWatch", w, err)
+		}
 	}
 }

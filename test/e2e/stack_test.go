@@ -193,6 +193,9 @@ func startRouter(t *testing.T, tiers ...tier) *router {
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0",
 		"--shutdown-timeout", routerShutdownTimeout.String(),
+		// No handover grace: no second router takes over here, and the
+		// drain test checks the front door closes while streams run.
+		"--shutdown-grace", "0s",
 	}, startlines.RouterAddrs(&r.front, &r.admin))
 	for _, tr := range tiers {
 		eventually(t, "members of "+tr.key()+" ready", func() (bool, string) {

@@ -200,17 +200,23 @@ func TestTemplateAllOptions(t *testing.T) {
 		if r.Image != "registry.example.com/sluice-router:v9.9.8" || r.ImagePullPolicy != corev1.PullAlways {
 			t.Errorf("image %s, pull policy %s", r.Image, r.ImagePullPolicy)
 		}
-		for _, want := range []string{"--listen=:8000", "--admin-listen=:9000", "--shutdown-timeout=20s", "--log-level=DEBUG"} {
+		for _, want := range []string{"--listen=:8000", "--admin-listen=:9000", "--shutdown-grace=3s", "--shutdown-timeout=20s", "--log-level=DEBUG"} {
 			if !slices.Contains(r.Args, want) {
 				t.Errorf("router args %q lack %s", r.Args, want)
 			}
 		}
-		ports := map[string]int32{}
-		for _, port := range r.Ports {
-			ports[port.Name] = port.ContainerPort
+		// With hostNetwork a declared port is a host port, which would keep
+		// the surge pod of a rollout from being scheduled.
+		if len(r.Ports) != 0 {
+			t.Errorf("ports = %v, want none", r.Ports)
 		}
-		if !maps.Equal(ports, map[string]int32{"http": 8000, "admin": 9000}) {
-			t.Errorf("ports = %v, want them to follow listen and adminListen", ports)
+		for name, probe := range map[string]*corev1.Probe{"liveness": r.LivenessProbe, "readiness": r.ReadinessProbe} {
+			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Port.IntValue() != 9000 {
+				t.Errorf("%s probe = %+v, want it on adminListen's port", name, probe)
+			}
+		}
+		if u := ds.Spec.UpdateStrategy.RollingUpdate; u == nil || u.MaxSurge.String() != "1" || u.MaxUnavailable.String() != "0" {
+			t.Errorf("rolling update = %+v, want maxSurge 1, maxUnavailable 0", u)
 		}
 		if !maps.Equal(p.NodeSelector, map[string]string{"example.com/gpu": "h100"}) {
 			t.Errorf("nodeSelector = %v", p.NodeSelector)
@@ -324,7 +330,8 @@ func wantPodMetadata(t *testing.T, m metav1.ObjectMeta, annotation string) {
 
 // TestTemplateGivenKeys: keys given in values fill the Secrets, one a line,
 // and changing them changes the router pods' checksum annotation, so that
-// an upgrade restarts the routers, which read their keys at start only.
+// an upgrade rolls the routers and every node serves the new keys once the
+// rollout completes.
 func TestTemplateGivenKeys(t *testing.T) {
 	render := func(keys, token string) (string, string, string) {
 		objs := template(t, "--set-json", "router.apiKeys.keys="+keys, "--set", "router.adminToken.token="+token)
