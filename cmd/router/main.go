@@ -216,6 +216,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	defer samples.Close()
 	rt := router.New(router.Options{
 		Readiness:    probes,
+		Rechecker:    probes,
 		Pressure:     samples,
 		Keys:         keys,
 		MaxBodyBytes: cfg.maxBodyBytes,
