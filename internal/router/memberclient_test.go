@@ -314,7 +314,9 @@ func TestAppendUint(t *testing.T) {
 // request no exchange sent instead of guessing its member.
 func TestMemberClientServesOnlyExchanges(t *testing.T) {
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", strings.NewReader("{}"))
-	resp, err := newMemberClient(nil).RoundTrip(req) //nolint:bodyclose // no response is expected.
+	u := newMemberClient(nil, 0, nil)
+	defer u.Close()
+	resp, err := u.RoundTrip(req) //nolint:bodyclose // no response is expected.
 	if resp != nil || !errors.Is(err, errNotExchange) {
 		t.Fatalf("RoundTrip = %v, %v; want errNotExchange", resp, err)
 	}
