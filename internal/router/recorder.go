@@ -156,6 +156,7 @@ func (o *Outcome) Evidence() evidence.Record {
 		Dispatch:  o.Dispatch,
 		FirstByte: o.FirstByte,
 		End:       evidence.StreamOutcome(o.End),
+		Ejection:  evidence.Ejection(o.Ejection),
 		Scheduler: o.Selection,
 	}
 }
