@@ -178,3 +178,46 @@ func TestReadThenClosedIsNotResent(t *testing.T) {
 	}
 	f.assertIdle("ns/llama")
 }
+
+// TestResendIsNotRetried proves the resend is made once: when the engine
+// closed the reused connection under the request and then stopped
+// listening, the fresh connection is refused, the client gets 502 with the
+// member ejected, and nothing is tried a third time.
+func TestResendIsNotRetried(t *testing.T) {
+	var served atomic.Int64
+	engine := newRawEngine(t, func(c net.Conn, br *bufio.Reader) {
+		for readRequest(br) == nil {
+			served.Add(1)
+			if _, err := io.WriteString(c, okResponse); err != nil {
+				return
+			}
+		}
+	})
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	f.outcome()
+	var hooks atomic.Int64
+	f.rt.members.beforeWrite = func(local net.Addr) {
+		hooks.Add(1)
+		_ = engine.ln.Close() // the engine goes away: the fresh dial is refused.
+		engine.closeConn(local.String())
+	}
+	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+		t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
+	}
+	if o := f.outcome(); o.End != EndUnavailable || o.Ejection != EjectRefused {
+		t.Fatalf("outcome %+v, want upstream_unavailable ejected connection_refused", o)
+	}
+	if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
+		t.Fatalf("Recheck called %d times, want 1", n)
+	}
+	if hooks.Load() != 1 || served.Load() != 1 || engine.acceptedConns() != 1 {
+		t.Fatalf("%d writes on reused connections, engine served %d on %d connections; want 1, 1, 1",
+			hooks.Load(), served.Load(), engine.acceptedConns())
+	}
+	f.assertIdle("ns/llama")
+}
