@@ -82,23 +82,24 @@ const (
 
 // config is the parsed command line.
 type config struct {
-	tiersDir        string
-	pollInterval    time.Duration
-	nodeName        string
-	listen          string
-	adminListen     string
-	apiKeysFile     string
-	adminTokenFile  string
-	maxBodyBytes    int64
-	bodyReadTimeout time.Duration
-	keysPoll        time.Duration
-	decisionLogSize int
-	decisionLogFile string
-	shutdownTimeout time.Duration
-	shutdownGrace   time.Duration
-	logLevel        slog.Level
-	showVersion     bool
-	kube            kubeFlags
+	memberIdleTimeout time.Duration
+	tiersDir          string
+	pollInterval      time.Duration
+	nodeName          string
+	listen            string
+	adminListen       string
+	apiKeysFile       string
+	adminTokenFile    string
+	maxBodyBytes      int64
+	bodyReadTimeout   time.Duration
+	keysPoll          time.Duration
+	decisionLogSize   int
+	decisionLogFile   string
+	shutdownTimeout   time.Duration
+	shutdownGrace     time.Duration
+	logLevel          slog.Level
+	showVersion       bool
+	kube              kubeFlags
 }
 
 // parseFlags parses args; errors are printed to out with the usage.
@@ -123,9 +124,11 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and revision and exit")
 	c.kube.register(fs)
+	memberIdle := memberIdleTimeoutFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
+	c.memberIdleTimeout = *memberIdle
 	if c.showVersion {
 		return c, nil
 	}
@@ -215,13 +218,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	samples := pressure.New(pressure.Options{Collector: obs.collector()})
 	defer samples.Close()
 	rt := router.New(router.Options{
-		Readiness:    probes,
-		Rechecker:    probes,
-		Pressure:     samples,
-		Keys:         keys,
-		MaxBodyBytes: cfg.maxBodyBytes,
-		Logger:       logger,
-		Recorder:     obs.recorder(),
+		Readiness:         probes,
+		Rechecker:         probes,
+		MemberIdleTimeout: cfg.memberIdleTimeout,
+		Pressure:          samples,
+		Keys:              keys,
+		MaxBodyBytes:      cfg.maxBodyBytes,
+		Logger:            logger,
+		Recorder:          obs.recorder(),
 	})
 	defer rt.Close()
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/version"
 )
 
@@ -25,6 +26,10 @@ const failSafe = 20 * time.Second
 
 func TestParseFlags(t *testing.T) {
 	t.Setenv("NODE_NAME", "")
+	c, err := parseFlags([]string{"--tiers-dir", "d", "--node-name", "n", "--member-idle-timeout", "2s"}, io.Discard)
+	if err != nil || c.memberIdleTimeout != 2*time.Second {
+		t.Errorf("--member-idle-timeout 2s: %v, %v", c.memberIdleTimeout, err)
+	}
 	for _, tt := range []struct {
 		args    []string
 		wantErr string
@@ -41,6 +46,7 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--body-read-timeout", "0s"}, wantErr: "--body-read-timeout"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--keys-poll-interval", "1ms"}, wantErr: "--keys-poll-interval"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--keys-poll-interval", "1h"}, wantErr: "--keys-poll-interval"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--member-idle-timeout", "1ms"}, wantErr: "-member-idle-timeout: not a duration"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "extra"}, wantErr: "unexpected arguments"},
 		{args: []string{"--bogus"}, wantErr: "flag provided but not defined"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--log-level", "LOUD"}, wantErr: "log-level"},
@@ -49,7 +55,8 @@ func TestParseFlags(t *testing.T) {
 		c, err := parseFlags(tt.args, &out)
 		if tt.wantErr == "" {
 			if err != nil || c.listen != ":8080" || c.adminListen != ":9090" || c.maxBodyBytes != 16<<20 || c.decisionLogSize != 4096 ||
-				c.shutdownGrace != 5*time.Second || c.bodyReadTimeout != time.Minute || c.keysPoll != 5*time.Second {
+				c.shutdownGrace != 5*time.Second || c.bodyReadTimeout != time.Minute || c.keysPoll != 5*time.Second ||
+				c.memberIdleTimeout != router.DefaultMemberIdleTimeout {
 				t.Errorf("%v: %+v, %v", tt.args, c, err)
 			}
 			continue

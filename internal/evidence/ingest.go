@@ -295,7 +295,7 @@ func parseLegacy(obj map[string]json.RawMessage) (Record, error) {
 
 // parseAttempt decodes the attempt of an admitted record into r.
 func parseAttempt(raw json.RawMessage, r *Record) error {
-	obj, err := object(raw, attemptKeys)
+	obj, err := object(raw, attemptKeys, keyEjection)
 	if err != nil {
 		return err
 	}
@@ -305,6 +305,12 @@ func parseAttempt(raw json.RawMessage, r *Record) error {
 	durUS := f.int("duration_us", 0, maxDurationUS)
 	fbUS, hasFirstByte := f.optionalInt("first_byte_us", 0, maxDurationUS)
 	r.End = StreamOutcome(f.str("stream_outcome"))
+	if _, ok := obj[keyEjection]; ok {
+		r.Ejection = Ejection(f.str(keyEjection))
+		if f.err == nil && !r.Ejection.valid() {
+			return errUnknownEnum
+		}
+	}
 	switch {
 	case f.err != nil:
 		return f.err
@@ -312,6 +318,8 @@ func parseAttempt(raw json.RawMessage, r *Record) error {
 		return errBadID
 	case !r.End.valid():
 		return errUnknownEnum
+	case r.Ejection != "" && (r.End != StreamUpstreamUnavailable || r.Status != 502):
+		return errInconsistent
 	case class != StatusClass(r.Status):
 		return errInconsistent
 	case durUS > micros(r.Duration) || fbUS > durUS:

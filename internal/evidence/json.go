@@ -11,12 +11,16 @@ import (
 // nanoseconds, trailing zeros trimmed.
 const timeLayout = time.RFC3339Nano
 
+// keyEjection is the one optional attempt key: present only when the
+// exchange ejected its member.
+const keyEjection = "ejection"
+
 // The JSON keys of a record, of an attempt, of the scheduler payload and of
 // one score row: the allowlist. Serialization writes exactly these keys and
 // ingestion accepts exactly these keys.
 var (
 	recordKeys    = []string{"request_id", "time", "duration_us", "alias", "tier", "outcome", "status", "refusal_reason", "attempts", "replica_scheduler"}
-	attemptKeys   = []string{"member_id", "status_class", "duration_us", "first_byte_us", "stream_outcome"}
+	attemptKeys   = []string{"member_id", "status_class", "duration_us", "first_byte_us", "stream_outcome", "ejection"}
 	schedulerKeys = []string{"selected_member_id", "reason", "eligible_ids", "scores"}
 	scoreKeys     = []string{"member_id", "local_active", "local_capacity", "upstream_freshness", "upstream_ppm", "upstream_unknown", "rotating_rank"}
 )
@@ -43,6 +47,7 @@ type attemptJSON struct {
 	DurationUS    int64         `json:"duration_us"`
 	FirstByteUS   *int64        `json:"first_byte_us"`
 	StreamOutcome StreamOutcome `json:"stream_outcome"`
+	Ejection      Ejection      `json:"ejection,omitempty"`
 }
 
 // schedulerJSON is the wire shape of the scheduler payload: the four fields
@@ -93,6 +98,7 @@ func (r *Record) wire() recordJSON {
 		StatusClass:   StatusClass(r.Status),
 		DurationUS:    micros(r.attemptDuration()),
 		StreamOutcome: r.End,
+		Ejection:      r.Ejection,
 	}
 	if fb, ok := r.attemptFirstByte(); ok {
 		us := micros(fb)

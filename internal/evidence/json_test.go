@@ -47,8 +47,15 @@ func TestAllowlist(t *testing.T) {
 		t.Errorf("record keys %v, want %v", got, sorted(recordKeys))
 	}
 	attempt := m["attempts"].([]any)[0].(map[string]any)
-	if got := sortedKeys(attempt); !slices.Equal(got, sorted(attemptKeys)) {
-		t.Errorf("attempt keys %v", got)
+	required := slices.DeleteFunc(slices.Clone(attemptKeys), func(k string) bool { return k == keyEjection })
+	if got := sortedKeys(attempt); !slices.Equal(got, sorted(required)) {
+		t.Errorf("attempt keys %v, want %v: ejection only when the member was ejected", got, sorted(required))
+	}
+	ejected := capacityRecord(t)
+	ejected.End, ejected.Status, ejected.Ejection = StreamUpstreamUnavailable, 502, EjectionRefused
+	attempt = asMap(t, mustJSON(t, ejected))["attempts"].([]any)[0].(map[string]any)
+	if got := sortedKeys(attempt); !slices.Equal(got, sorted(attemptKeys)) || attempt[keyEjection] != "connection_refused" {
+		t.Errorf("ejected attempt %v, want every attempt key", attempt)
 	}
 	sched := m["replica_scheduler"].(map[string]any)
 	if got := sortedKeys(sched); !slices.Equal(got, sorted(schedulerKeys)) {

@@ -10,7 +10,8 @@ import (
 
 // The keys of the one-line format, in order. The first nine are the
 // router's access line as it was before scheduler evidence existed; the
-// last three are appended only for a valid scheduler payload.
+// three scheduler keys are appended only for a valid scheduler payload, and
+// ejection last, only when the exchange ejected its member.
 const (
 	keyRequestID      = "request_id"
 	keyTier           = "tier"
@@ -24,17 +25,19 @@ const (
 	keyScheduler      = "replica_scheduler"
 	keySchedulerWhy   = "replica_scheduler_reason"
 	keyEligibleCount  = "replica_eligible_count"
+	keyLineEjection   = "ejection"
 	schedulerCapacity = "capacity"
 )
 
 // LineAttrs is the number of attributes AppendAttrs appends at most.
-const LineAttrs = 12
+const LineAttrs = 13
 
 // AppendAttrs appends the record's one-line attributes, for a log/slog
 // access line: request_id, tier, member, result, code, status, end,
 // duration and first_byte — the router's access line, unchanged — and,
 // only when SchedulerValid, replica_scheduler=capacity,
-// replica_scheduler_reason=selected and replica_eligible_count=N. A
+// replica_scheduler_reason=selected and replica_eligible_count=N, and only
+// when the exchange ejected its member, ejection=REASON. A
 // slog.TextHandler renders them exactly as AppendLine writes them.
 func (r *Record) AppendAttrs(dst []slog.Attr) []slog.Attr {
 	dst = append(dst,
@@ -55,16 +58,20 @@ func (r *Record) AppendAttrs(dst []slog.Attr) []slog.Attr {
 			slog.Int(keyEligibleCount, len(r.Scheduler.EligibleIDs)),
 		)
 	}
+	if r.Ejection != "" {
+		dst = append(dst, slog.String(keyLineEjection, string(r.Ejection)))
+	}
 	return dst
 }
 
 // AppendLine appends the record's one-line text form: the attributes of
 // AppendAttrs as space-separated key=value pairs, values quoted exactly
 // when log/slog's TextHandler quotes them, without a newline. For a record
-// without a valid scheduler payload the line is byte-identical to the
-// router's access line; a valid payload appends only
+// without a valid scheduler payload or an ejection the line is
+// byte-identical to the router's access line; a valid payload appends only
 // " replica_scheduler=capacity replica_scheduler_reason=selected
-// replica_eligible_count=N". Score rows never appear in the line.
+// replica_eligible_count=N", an ejection only " ejection=REASON". Score
+// rows never appear in the line.
 func (r *Record) AppendLine(dst []byte) []byte {
 	dst = appendString(dst, keyRequestID, r.RequestID)
 	dst = appendString(append(dst, ' '), keyTier, r.Tier)
@@ -79,6 +86,9 @@ func (r *Record) AppendLine(dst []byte) []byte {
 		dst = appendString(append(dst, ' '), keyScheduler, schedulerCapacity)
 		dst = appendString(append(dst, ' '), keySchedulerWhy, string(r.Scheduler.Reason))
 		dst = appendInt(append(dst, ' '), keyEligibleCount, len(r.Scheduler.EligibleIDs))
+	}
+	if r.Ejection != "" {
+		dst = appendString(append(dst, ' '), keyLineEjection, string(r.Ejection))
 	}
 	return dst
 }

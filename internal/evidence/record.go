@@ -60,6 +60,26 @@ func (s StreamOutcome) valid() bool {
 	return false
 }
 
+// Ejection says why an admitted request's exchange took its member out of
+// selection until a readiness probe passes again, the attempt's
+// "ejection". The values are the router's Ejection values.
+type Ejection string
+
+// The closed set of Ejection values; a record without an ejection has the
+// empty value.
+const (
+	// EjectionRefused means the member refused the connection.
+	EjectionRefused Ejection = "connection_refused"
+	// EjectionReset means the member reset a fresh connection before any
+	// response byte.
+	EjectionReset Ejection = "connection_reset"
+)
+
+// valid reports whether e is in the closed set.
+func (e Ejection) valid() bool {
+	return e == EjectionRefused || e == EjectionReset
+}
+
 // The router error codes a record carries as its refusal reason or, for an
 // admitted request the router answered itself, as the code of its line.
 const (
@@ -143,6 +163,9 @@ type Record struct {
 	FirstByte time.Duration
 	// End is how the upstream exchange ended; empty unless admitted.
 	End StreamOutcome
+	// Ejection says why the exchange ejected its member; empty when it did
+	// not. Only an upstream_unavailable attempt ejects.
+	Ejection Ejection
 	// Scheduler is the Capacity lease's captured decision, nil for every
 	// other record. The record owns it: nobody may change it after the
 	// record is built.

@@ -22,9 +22,26 @@ var (
 	// errUpgrade reports a member that answered with 101 Switching
 	// Protocols, which no inference request asks for.
 	errUpgrade = errors.New("router: member switched protocols")
+	// errTooManyInformational reports a member that sent more than
+	// maxInformational 1xx responses before its final one.
+	errTooManyInformational = errors.New("router: too many informational responses")
+	// errNotReceived reports a request that failed on a reused connection
+	// which provably never delivered it to the member: nothing was
+	// written, or the member had closed the connection and reset the
+	// request's bytes (docs/ROUTER.md#21-the-member-client). The request
+	// goes out once more, on a fresh connection.
+	errNotReceived = errors.New("router: request not received by the member")
+	// errMemberRefused reports a member that refused the connection.
+	errMemberRefused = errors.New("router: member refused the connection")
+	// errMemberReset reports a member that reset a fresh connection before
+	// any response byte.
+	errMemberReset = errors.New("router: member reset the connection")
 	// errBodyClosed is returned by reads of a member's response body after
 	// Close.
 	errBodyClosed = errors.New("router: response body closed")
+	// errNoRoute reports a lease whose member has no route in the tier's
+	// configuration, which cannot happen.
+	errNoRoute = errors.New("router: leased member has no route")
 	// errBodyTooLarge reports a request body above the limit.
 	errBodyTooLarge = errors.New("router: request body too large")
 	// errKeyWatch reports a KeyWatch that cannot run.

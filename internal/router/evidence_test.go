@@ -77,6 +77,9 @@ func checkTerminalEvidence(t *testing.T, f *fixture, o Outcome, strategy v1alpha
 	if a["member_id"] != "gpu0" || a["stream_outcome"] != string(o.End) || a["status_class"] != evidence.StatusClass(o.Status) {
 		t.Errorf("attempt %v, want gpu0 ending %s", a, o.End)
 	}
+	if ej, _ := a["ejection"].(string); ej != string(o.Ejection) {
+		t.Errorf("attempt ejection %q, want %q", ej, o.Ejection)
+	}
 	_, hasPayload := m["replica_scheduler"]
 	line := rec.String()
 	if strategy != v1alpha1.StrategyCapacity {
@@ -91,7 +94,11 @@ func checkTerminalEvidence(t *testing.T, f *fixture, o Outcome, strategy v1alpha
 	if d := rec.Scheduler; d.SelectedMemberID != "gpu0" || len(d.EligibleIDs) != 2 || d.Scores[0].LocalActive != 0 {
 		t.Errorf("captured decision %+v, want gpu0 selected among 2 at 0 active", d)
 	}
-	if !strings.HasSuffix(line, " replica_scheduler=capacity replica_scheduler_reason=selected replica_eligible_count=2") {
+	suffix := " replica_scheduler=capacity replica_scheduler_reason=selected replica_eligible_count=2"
+	if o.Ejection != "" {
+		suffix += " ejection=" + string(o.Ejection) // an ejection's attribute comes last.
+	}
+	if !strings.HasSuffix(line, suffix) {
 		t.Errorf("line %s", line)
 	}
 }

@@ -122,8 +122,32 @@ func (u *upstream) waitArrival(t *testing.T) *seenRequest {
 
 // fakeReadiness is a ReadinessView the test controls.
 type fakeReadiness struct {
-	mu    sync.Mutex
-	tiers map[string]map[string]bool
+	mu       sync.Mutex
+	tiers    map[string]map[string]bool
+	rechecks map[string]int // "tier#member" → Recheck calls.
+}
+
+// Recheck marks the member not ready, as readiness.Cache does until a probe
+// passes, and counts the call.
+func (f *fakeReadiness) Recheck(tier, member string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rechecks == nil {
+		f.rechecks = map[string]int{}
+	}
+	f.rechecks[tier+"#"+member]++
+	if m, ok := f.tiers[tier]; ok {
+		if _, known := m[member]; known {
+			m[member] = false
+		}
+	}
+}
+
+// recheckCalls returns how often the router asked to recheck the member.
+func (f *fakeReadiness) recheckCalls(tier, member string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rechecks[tier+"#"+member]
 }
 
 var errFakeUnknownTier = errors.New("fake: unknown tier")
@@ -265,6 +289,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	f.sinkPath = o.decisionFile
 	f.rt = New(Options{
 		Readiness:    f.ready,
+		Rechecker:    f.ready,
 		Pressure:     f.pressure,
 		Keys:         o.keys,
 		MaxBodyBytes: o.maxBody,

@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Tuning of the upstream connections. Members are engines on loopback:
@@ -21,9 +26,19 @@ const (
 	// a member up to well past any engine's batch size, so a burst does not
 	// close and redial connections.
 	maxIdlePerMember = 1024
-	// idleConnTimeout closes a connection that stayed idle that long
-	// instead of reusing it.
-	idleConnTimeout = 90 * time.Second
+	// DefaultMemberIdleTimeout is the default Options.MemberIdleTimeout
+	// (--member-idle-timeout): below the 5 s after which uvicorn, vLLM's
+	// server, closes an idle keep-alive connection, so the router closes
+	// its idle connections first and none lingers in CLOSE_WAIT.
+	DefaultMemberIdleTimeout = 4 * time.Second
+	// reaperChecksPerTimeout is how often per idle timeout the reaper looks
+	// at the idle connections: a connection is closed at most an eighth of
+	// the timeout late (4.5 s with the default, still before uvicorn's 5 s).
+	reaperChecksPerTimeout = 8
+	// maxInformational bounds the informational (1xx) responses read
+	// before the final one, net/http's own limit: an engine has no reason
+	// to send more than one. The header deadline bounds their time.
+	maxInformational = 5
 	// connBufferSize is the size of each connection's read buffer.
 	connBufferSize = 4 << 10
 	// inlineBodySize is the largest body copied behind the request head to
@@ -41,27 +56,81 @@ var aLongTimeAgo = time.Unix(1, 0)
 // memberClient is the ReverseProxy's transport to members: an HTTP/1.1
 // client that does only what one attempt to an engine on the same host
 // needs. It sends one request per connection at a time, written and read
-// on the serving goroutine (no per-connection goroutines, no retries, no
-// redirects, no proxies, no compression, no HTTP/2), and keeps idle
-// connections per member address. It serves only requests of an exchange
-// (exchangeOf), whose route, timeouts and body it uses. Deadlines on the
+// on the serving goroutine (no per-connection goroutines, no redirects, no
+// proxies, no compression, no HTTP/2), and keeps idle connections per
+// member address, which its reaper closes once they were idle for
+// idleTimeout. It serves only requests of an exchange (exchangeOf), whose
+// route, timeouts and body it uses, and reports to the exchange when the
+// request was sent and how its response body ends. Deadlines on the
 // connection bound the wait for response headers and each body read; the
-// request's cancellation sets a deadline in the past.
+// request's cancellation sets a deadline in the past. A request is sent
+// once; only when a reused connection provably never delivered it to the
+// member (notReceived) does it go out once more, on a fresh connection.
 type memberClient struct {
-	tls *tls.Config // for https members; nil means the system roots.
+	tls         *tls.Config // for https members; nil means the system roots.
+	idleTimeout time.Duration
+	clock       clock.WithTicker
+
+	// beforeWrite, when set (tests only), is called with a reused
+	// connection's local address after its liveness check and before the
+	// request is written.
+	beforeWrite func(local net.Addr)
 
 	mu   sync.Mutex
 	idle map[string][]*memberConn // by memberRoute.addr, most recently used last.
+
+	stopOnce sync.Once
+	stop     chan struct{} // closed by Close: the reaper returns.
+	done     chan struct{} // closed when the reaper returned.
 }
 
-// newMemberClient returns a member client with no connections.
-func newMemberClient(tlsConfig *tls.Config) *memberClient {
-	return &memberClient{tls: tlsConfig, idle: map[string][]*memberConn{}}
+// newMemberClient returns a member client with no connections and starts
+// its reaper, which closes connections idle for idleTimeout (zero or
+// negative means DefaultMemberIdleTimeout) on clk's ticker (nil means the
+// real clock). Close stops it.
+func newMemberClient(tlsConfig *tls.Config, idleTimeout time.Duration, clk clock.WithTicker) *memberClient {
+	if idleTimeout <= 0 {
+		idleTimeout = DefaultMemberIdleTimeout
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	u := &memberClient{tls: tlsConfig, idleTimeout: idleTimeout, clock: clk, idle: map[string][]*memberConn{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go u.reap(clk.NewTicker(idleTimeout / reaperChecksPerTimeout))
+	return u
+}
+
+// reap closes idle connections past their idle timeout on every tick of t,
+// until Close.
+func (u *memberClient) reap(t clock.Ticker) {
+	defer close(u.done)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.stop:
+			return
+		case <-t.C():
+			u.closeIdleSince(u.clock.Now().Add(-u.idleTimeout))
+		}
+	}
+}
+
+// Close closes every idle connection and stops the reaper, waiting for it
+// to return. Connections in use are not touched; they are closed instead of
+// kept when their exchanges end. Close is idempotent.
+func (u *memberClient) Close() {
+	u.stopOnce.Do(func() { close(u.stop) })
+	<-u.done
+	u.closeIdle(func(*memberConn) bool { return true })
 }
 
 // RoundTrip sends the exchange's request to its member and returns the
 // response once its headers arrived. The response body is the exchange's
-// memberBody, which keeps the connection until the body is closed.
+// memberBody, which keeps the connection until the body is closed. The
+// request goes out once, except when it failed on a reused connection that
+// provably never delivered it (notReceived): then it goes out once more,
+// on a freshly dialled connection, within the same header deadline.
 func (u *memberClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	ex := exchangeOf(ctx)
@@ -73,6 +142,21 @@ func (u *memberClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	resp, err := u.send(ctx, ex, c, req, deadline)
+	if errors.Is(err, errNotReceived) {
+		if c, err = u.dial(ctx, ex.route, deadline); err != nil {
+			return nil, err
+		}
+		resp, err = u.send(ctx, ex, c, req, deadline)
+	}
+	return resp, err
+}
+
+// send writes the request on c and reads the response headers by deadline.
+// On failure c is closed and the error says whether the member provably
+// never received the request (errNotReceived, only for a reused c) or
+// reset the connection before any response byte (errMemberReset).
+func (u *memberClient) send(ctx context.Context, ex *exchange, c *memberConn, req *http.Request, deadline time.Time) (*http.Response, error) {
 	stop := context.AfterFunc(ctx, c.abort)
 	fail := func(err error) (*http.Response, error) {
 		stop()
@@ -88,10 +172,25 @@ func (u *memberClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	if err := c.writeRequest(req, ex.route, ex.body); err != nil {
-		return fail(err)
+	if c.reused && u.beforeWrite != nil {
+		u.beforeWrite(c.raw.LocalAddr())
 	}
-	resp, err := readResponse(c.br) //nolint:bodyclose // the exchange's memberBody closes it.
+	if n, err := c.writeRequest(req, ex.route, ex.body); err != nil {
+		if c.reused && n == 0 && !isTimeout(err) {
+			// Not a byte left this side: the member saw nothing.
+			return fail(fmt.Errorf("%w: %w", errNotReceived, err))
+		}
+		return fail(c.resetError(err))
+	}
+	ex.sent()
+	if _, err := c.br.Peek(1); err != nil {
+		// Not a byte of a response arrived.
+		if c.reused && errors.Is(err, io.EOF) && c.resetAfterClose() {
+			return fail(fmt.Errorf("%w: %w", errNotReceived, err))
+		}
+		return fail(c.resetError(err))
+	}
+	resp, err := readResponse(c.br)
 	if err != nil {
 		return fail(err)
 	}
@@ -101,10 +200,23 @@ func (u *memberClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// resetError marks err as the member's reset of a fresh connection before
+// any response byte (errMemberReset); other errors are returned as they
+// are. A reset of a reused connection is not marked: a live engine's own
+// idle close resets a request that reached it just before the close
+// (docs/ROUTER.md#21-the-member-client), so it says nothing about the
+// engine's health.
+func (c *memberConn) resetError(err error) error {
+	if !c.reused && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		return fmt.Errorf("%w: %w", errMemberReset, err)
+	}
+	return err
+}
+
 // memberBody is a member's response body as the proxy reads it. Each read
-// gets the tier's idleTimeout; the body's end (EOF or error) releases the
-// exchange's lease, and Close gives the connection back for reuse when the
-// response was read to its end, or closes it.
+// gets the tier's idleTimeout; the body's end (EOF or error) and Close are
+// reported to the exchange, and Close gives the connection back for reuse
+// when the response was read to its end, or closes it.
 type memberBody struct {
 	c    *memberConn // nil before headers and after Close.
 	ex   *exchange
@@ -119,7 +231,8 @@ func (b *memberBody) Read(p []byte) (int, error) {
 	if b.c == nil {
 		return 0, errBodyClosed
 	}
-	// As in RoundTrip: deadline first, then the cancellation check.
+	b.ex.bodyRead()
+	// As in send: deadline first, then the cancellation check.
 	if err := b.c.conn.SetReadDeadline(time.Now().Add(b.ex.idleTimeout)); err != nil {
 		b.ex.bodyEnded(err)
 		return 0, err
@@ -138,7 +251,7 @@ func (b *memberBody) Read(p []byte) (int, error) {
 
 // Close ends the body: the connection goes back to the idle pool when the
 // body was read to its end and nothing else can touch it, otherwise it is
-// closed. The lease is released. Close is idempotent.
+// closed. The exchange is told. Close is idempotent.
 func (b *memberBody) Close() error {
 	c := b.c
 	if c == nil {
@@ -150,7 +263,7 @@ func (b *memberBody) Close() error {
 	} else {
 		c.close()
 	}
-	b.ex.release()
+	b.ex.bodyClosed()
 	return nil
 }
 
@@ -162,6 +275,7 @@ type memberConn struct {
 	head      []byte // scratch for request heads (and small bodies), kept between requests.
 	addr      string
 	idleSince time.Time
+	reused    bool // it carried a request before.
 }
 
 // get returns an idle, live connection to route's member, or dials one by
@@ -172,7 +286,7 @@ func (u *memberClient) get(ctx context.Context, route *memberRoute, deadline tim
 		if c == nil {
 			break
 		}
-		if time.Since(c.idleSince) < idleConnTimeout && c.alive() {
+		if u.clock.Since(c.idleSince) < u.idleTimeout && c.alive() {
 			return c, nil
 		}
 		c.close()
@@ -197,7 +311,8 @@ func (u *memberClient) take(addr string) *memberConn {
 // put keeps c for reuse, or closes it when its member has enough idle
 // connections.
 func (u *memberClient) put(c *memberConn) {
-	c.idleSince = time.Now()
+	c.idleSince = u.clock.Now()
+	c.reused = true
 	u.mu.Lock()
 	cs := u.idle[c.addr]
 	if len(cs) < maxIdlePerMember {
@@ -210,25 +325,53 @@ func (u *memberClient) put(c *memberConn) {
 	}
 }
 
-// closeIdle closes every idle connection.
-func (u *memberClient) closeIdle() {
+// closeIdleSince closes the idle connections that went idle before t.
+func (u *memberClient) closeIdleSince(t time.Time) {
+	u.closeIdle(func(c *memberConn) bool { return c.idleSince.Before(t) })
+}
+
+// closeIdleExcept closes every idle connection to an address not in keep:
+// members that no tier uses any more.
+func (u *memberClient) closeIdleExcept(keep map[string]bool) {
+	u.closeIdle(func(c *memberConn) bool { return !keep[c.addr] })
+}
+
+// closeIdle closes the idle connections for which drop is true. The
+// connections are closed outside the lock.
+func (u *memberClient) closeIdle(drop func(*memberConn) bool) {
+	var closing []*memberConn
 	u.mu.Lock()
-	idle := u.idle
-	u.idle = map[string][]*memberConn{}
-	u.mu.Unlock()
-	for _, cs := range idle {
+	for addr, cs := range u.idle {
+		kept := cs[:0]
 		for _, c := range cs {
-			c.close()
+			if drop(c) {
+				closing = append(closing, c)
+			} else {
+				kept = append(kept, c)
+			}
 		}
+		clear(cs[len(kept):])
+		if len(kept) == 0 {
+			delete(u.idle, addr)
+		} else {
+			u.idle[addr] = kept
+		}
+	}
+	u.mu.Unlock()
+	for _, c := range closing {
+		c.close()
 	}
 }
 
 // dial connects to route's member by deadline, with the TLS handshake for
-// an https member.
+// an https member. A refused connection is errMemberRefused.
 func (u *memberClient) dial(ctx context.Context, route *memberRoute, deadline time.Time) (*memberConn, error) {
 	d := net.Dialer{Deadline: deadline, KeepAlive: tcpKeepAlive}
 	raw, err := d.DialContext(ctx, "tcp", route.addr)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			err = fmt.Errorf("%w: %w", errMemberRefused, err)
+		}
 		return nil, err
 	}
 	c := &memberConn{raw: raw, conn: raw, addr: route.addr}
@@ -273,12 +416,12 @@ func (c *memberConn) abort() { _ = c.raw.SetDeadline(aLongTimeAgo) }
 func (c *memberConn) close() { _ = c.conn.Close() }
 
 // writeRequest sends r's request line and headers for route followed by
-// body, in one write. r's headers are sent as they are (ReverseProxy
+// body, in one write, and returns how many bytes the connection took. r's headers are sent as they are (ReverseProxy
 // already removed hop-by-hop and forwarding headers) except Host and
 // Content-Length, which the client writes itself, Expect (the router
 // already holds the body) and an empty User-Agent (ReverseProxy's way of
 // asking for none).
-func (c *memberConn) writeRequest(r *http.Request, route *memberRoute, body []byte) error {
+func (c *memberConn) writeRequest(r *http.Request, route *memberRoute, body []byte) (int64, error) {
 	uri := r.RequestURI
 	if !strings.HasPrefix(uri, "/") {
 		uri = r.URL.RequestURI()
@@ -309,18 +452,23 @@ func (c *memberConn) writeRequest(r *http.Request, route *memberRoute, body []by
 	h = append(h, "Content-Length: "...)
 	h = appendUint(h, uint64(len(body)))
 	h = append(h, "\r\n\r\n"...)
-	var err error
+	var (
+		n   int64
+		err error
+	)
 	if len(body) <= inlineBodySize {
 		h = append(h, body...)
-		_, err = c.conn.Write(h)
+		var w int
+		w, err = c.conn.Write(h)
+		n = int64(w)
 	} else {
 		bufs := net.Buffers{h, body}
-		_, err = bufs.WriteTo(c.conn)
+		n, err = bufs.WriteTo(c.conn)
 	}
 	if cap(h) <= maxHeadScratch {
 		c.head = h
 	}
-	return err
+	return n, err
 }
 
 // appendUint appends n in decimal.
@@ -338,10 +486,10 @@ func appendUint(b []byte, n uint64) []byte {
 	return append(b, tmp[i:]...)
 }
 
-// readResponse reads the member's response headers, skipping informational
-// (1xx) responses.
+// readResponse reads the member's response headers, skipping at most
+// maxInformational informational (1xx) responses.
 func readResponse(br *bufio.Reader) (*http.Response, error) {
-	for {
+	for range maxInformational + 1 {
 		resp, err := http.ReadResponse(br, nil)
 		switch {
 		case err != nil:
@@ -352,4 +500,17 @@ func readResponse(br *bufio.Reader) (*http.Response, error) {
 			return resp, nil
 		}
 	}
+	return nil, errTooManyInformational
+}
+
+// memberAddrs returns the addresses of the members of the table's served
+// tiers: the connections worth keeping after a reconfiguration.
+func (t *table) memberAddrs() map[string]bool {
+	addrs := map[string]bool{}
+	for _, ts := range t.served {
+		for _, m := range ts.cfg.Load().members {
+			addrs[m.addr] = true
+		}
+	}
+	return addrs
 }

@@ -1,9 +1,11 @@
 package router
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +13,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // memberServer is an httptest member counting the connections it accepted.
@@ -314,8 +321,220 @@ func TestAppendUint(t *testing.T) {
 // request no exchange sent instead of guessing its member.
 func TestMemberClientServesOnlyExchanges(t *testing.T) {
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", strings.NewReader("{}"))
-	resp, err := newMemberClient(nil).RoundTrip(req) //nolint:bodyclose // no response is expected.
+	u := newMemberClient(nil, 0, nil)
+	defer u.Close()
+	resp, err := u.RoundTrip(req) //nolint:bodyclose // no response is expected.
 	if resp != nil || !errors.Is(err, errNotExchange) {
 		t.Fatalf("RoundTrip = %v, %v; want errNotExchange", resp, err)
 	}
+}
+
+// TestIdleReaper proves the router's timer closes a member connection once
+// it was idle for MemberIdleTimeout, without waiting for another request,
+// and that Router.Close stops the timer.
+func TestIdleReaper(t *testing.T) {
+	const idle = 4 * time.Second
+	srv, conns, states := memberServerStates(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "{}")
+	})
+	fc := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	rt := New(Options{Clock: fc, MemberIdleTimeout: idle})
+	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}})))
+	front := httptest.NewServer(rt)
+	t.Cleanup(front.Close)
+	post := func() {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, front.URL+pathChatCompletions, strings.NewReader(chat("llama")))
+		resp, err := front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	post()
+	waitState(t, states, http.StateIdle)
+	// The reaper checks every idle/reaperChecksPerTimeout; stepping past
+	// the timeout in such steps makes it close the connection.
+	for range reaperChecksPerTimeout + 1 {
+		fc.Step(idle / reaperChecksPerTimeout)
+	}
+	waitState(t, states, http.StateClosed)
+	post()
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("connections = %d, want 2: the reaped one must not be reused", n)
+	}
+
+	rt.Close()
+	select {
+	case <-rt.members.done:
+	default:
+		t.Fatal("the reaper still runs after Close")
+	}
+	rt.Close() // idempotent.
+}
+
+// waitState waits for a member connection to reach state.
+func waitState(t *testing.T, states <-chan http.ConnState, state http.ConnState) {
+	t.Helper()
+	deadline := time.After(failSafe)
+	for {
+		select {
+		case s := <-states:
+			if s == state {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no member connection reached %s", state)
+		}
+	}
+}
+
+// TestCloseIdleSince proves the reaper's selection: exactly the
+// connections idle since before the cutoff are closed, of every member.
+func TestCloseIdleSince(t *testing.T) {
+	u := newMemberClient(nil, time.Hour, nil)
+	defer u.Close()
+	base := time.Unix(1_700_000_000, 0)
+	var closed []string
+	for i, addr := range []string{"a:1", "a:1", "b:1", "a:1"} {
+		c := &memberConn{addr: addr, idleSince: base.Add(time.Duration(i) * time.Second), raw: &recordingConn{name: fmt.Sprint(i), closed: &closed}}
+		c.conn = c.raw
+		u.idle[addr] = append(u.idle[addr], c)
+	}
+	u.closeIdleSince(base.Add(2 * time.Second))
+	if fmt.Sprint(closed) != "[0 1]" || len(u.idle["a:1"]) != 1 || len(u.idle["b:1"]) != 1 {
+		t.Fatalf("closed %v, left a:%d b:%d; want 0 and 1 closed, one left each", closed, len(u.idle["a:1"]), len(u.idle["b:1"]))
+	}
+	u.closeIdleExcept(map[string]bool{"b:1": true})
+	if fmt.Sprint(closed) != "[0 1 3]" || len(u.idle) != 1 || len(u.idle["b:1"]) != 1 {
+		t.Fatalf("closed %v, idle %v; want only b:1 kept", closed, u.idle)
+	}
+}
+
+// recordingConn is a net.Conn that records its Close.
+type recordingConn struct {
+	net.Conn
+	name   string
+	closed *[]string
+}
+
+func (c *recordingConn) Close() error {
+	*c.closed = append(*c.closed, c.name)
+	return nil
+}
+
+// TestCloseIdleOnReconfigure proves Apply closes the idle connections of a
+// member no tier uses any more and keeps those of the members that stay.
+func TestCloseIdleOnReconfigure(t *testing.T) {
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "{}")
+	}
+	gone, _, goneStates := memberServerStates(t, handler)
+	kept, keptConns, keptStates := memberServerStates(t, handler)
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]memberSpec{{"gpu0", gone.URL, 0}, {"gpu1", kept.URL, 0}}))
+	for range 2 {
+		if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		f.outcome()
+	}
+	waitState(t, goneStates, http.StateIdle)
+	waitState(t, keptStates, http.StateIdle)
+	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []memberSpec{{"gpu1", kept.URL, 0}}))
+	waitState(t, goneStates, http.StateClosed)
+	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	f.outcome()
+	if n := keptConns.Load(); n != 1 {
+		t.Fatalf("the remaining member saw %d connections, want its one kept", n)
+	}
+}
+
+// TestInformationalBounds proves the router reads at most maxInformational
+// 1xx responses (an engine sending them without end gets 502) and that the
+// response header deadline covers them (an engine that sends some and then
+// nothing gets 504 at the deadline).
+func TestInformationalBounds(t *testing.T) {
+	const processing = "HTTP/1.1 102 Processing\r\n\r\n"
+	tests := []struct {
+		desc       string
+		serve      func(c net.Conn, br *bufio.Reader, stalled <-chan struct{})
+		wantStatus int
+		wantEnd    End
+	}{
+		{
+			desc: "the limit, then the final response",
+			serve: func(c net.Conn, br *bufio.Reader, _ <-chan struct{}) {
+				if readRequest(br) != nil {
+					return
+				}
+				_, _ = io.WriteString(c, strings.Repeat(processing, maxInformational)+"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+			},
+			wantStatus: http.StatusOK, wantEnd: EndComplete,
+		},
+		{
+			desc: "1xx without end",
+			serve: func(c net.Conn, br *bufio.Reader, _ <-chan struct{}) {
+				if readRequest(br) != nil {
+					return
+				}
+				// Bounded for the test's sake: far more than any limit,
+				// until the router hangs up.
+				for range 100_000 {
+					if _, err := io.WriteString(c, processing); err != nil {
+						return
+					}
+				}
+			},
+			wantStatus: http.StatusBadGateway, wantEnd: EndUnavailable,
+		},
+		{
+			desc: "1xx, then silence",
+			serve: func(c net.Conn, br *bufio.Reader, stalled <-chan struct{}) {
+				if readRequest(br) != nil {
+					return
+				}
+				_, _ = io.WriteString(c, strings.Repeat(processing, maxInformational))
+				<-stalled
+			},
+			wantStatus: http.StatusGatewayTimeout, wantEnd: EndHeaderTimeout,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			stalled := make(chan struct{})
+			engine := newRawEngine(t, func(c net.Conn, br *bufio.Reader) { tt.serve(c, br, stalled) })
+			t.Cleanup(func() { close(stalled) })
+			f := newFixture(t, fixtureOptions{})
+			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}},
+				timeouts(200*time.Millisecond, time.Minute)))
+			resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status %d %s, want %d", resp.StatusCode, body, tt.wantStatus)
+			}
+			if o := f.outcome(); o.End != tt.wantEnd || o.Ejection != "" {
+				t.Fatalf("outcome %+v, want end %s and no ejection", o, tt.wantEnd)
+			}
+			f.assertIdle("ns/llama")
+		})
+	}
+}
+
+// readRequest reads one request and its body from br.
+func readRequest(br *bufio.Reader) error {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, req.Body)
+	return err
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/evidence"
@@ -61,6 +62,31 @@ const (
 	EndAborted End = "aborted"
 )
 
+// Ejection says why an exchange took its member out of selection until a
+// readiness probe passes again (passive ejection); empty when it did not.
+type Ejection string
+
+// The closed set of Ejection values.
+const (
+	// EjectRefused means the member refused the connection.
+	EjectRefused Ejection = "connection_refused"
+	// EjectReset means the member reset a fresh connection before any
+	// response byte.
+	EjectReset Ejection = "connection_reset"
+)
+
+// ejectionReason returns the Ejection an exchange's failure before
+// response headers calls for, or "".
+func ejectionReason(err error) Ejection {
+	switch {
+	case errors.Is(err, errMemberRefused):
+		return EjectRefused
+	case errors.Is(err, errMemberReset):
+		return EjectReset
+	}
+	return ""
+}
+
 // StatusClientClosedRequest is the status recorded (never sent) for a
 // request whose client went away before response headers: the nginx
 // convention.
@@ -103,6 +129,10 @@ type Outcome struct {
 	Dispatch time.Duration
 	// End is how the upstream exchange ended; empty unless admitted.
 	End End
+	// Ejection says why the exchange ejected its member (the member refused
+	// the connection, or reset a fresh one before any response byte); empty
+	// when it did not.
+	Ejection Ejection
 	// Selection is the lease's scheduler decision for Capacity tiers (the
 	// captured one, never recomputed) and nil otherwise.
 	Selection *scheduler.Decision
@@ -126,6 +156,7 @@ func (o *Outcome) Evidence() evidence.Record {
 		Dispatch:  o.Dispatch,
 		FirstByte: o.FirstByte,
 		End:       evidence.StreamOutcome(o.End),
+		Ejection:  evidence.Ejection(o.Ejection),
 		Scheduler: o.Selection,
 	}
 }

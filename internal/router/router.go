@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -61,8 +62,14 @@ type Options struct {
 	// members; its ServerName defaults to the endpoint's host. Nil means
 	// Go's defaults with the system's roots.
 	TLSConfig *tls.Config
-	// Clock times requests for Outcome. Nil means the real clock.
+	// Clock times requests for Outcome. When it also implements
+	// clock.WithTicker (clocktesting.FakeClock does), it drives the member
+	// connections' idle timeout as well. Nil means the real clock.
 	Clock clock.PassiveClock
+	// MemberIdleTimeout closes a member connection that stayed idle that
+	// long (--member-idle-timeout); keep it below the engines' own
+	// keep-alive timeout. Zero or negative means DefaultMemberIdleTimeout.
+	MemberIdleTimeout time.Duration
 }
 
 // Router is the front door of one node: it serves the inference routes and
@@ -100,7 +107,6 @@ func New(opts Options) *Router {
 		maxBody:   opts.MaxBodyBytes,
 		log:       opts.Logger,
 		recorder:  opts.Recorder,
-		members:   newMemberClient(opts.TLSConfig),
 		clock:     opts.Clock,
 		ids:       newIDGenerator(),
 	}
@@ -113,6 +119,8 @@ func New(opts Options) *Router {
 	if rt.clock == nil {
 		rt.clock = clock.RealClock{}
 	}
+	ticker, _ := rt.clock.(clock.WithTicker)
+	rt.members = newMemberClient(opts.TLSConfig, opts.MemberIdleTimeout, ticker)
 	rt.proxy = rt.newReverseProxy()
 	rt.table.Store(&table{aliases: map[string]aliasEntry{}, models: modelsBody(nil)})
 	return rt
@@ -122,9 +130,10 @@ func New(opts Options) *Router {
 // follows it.
 func (rt *Router) Loaded() bool { return rt.table.Load().loaded }
 
-// Close closes the idle upstream connections. In-flight requests are not
-// touched; stop the HTTP server first.
-func (rt *Router) Close() { rt.members.closeIdle() }
+// Close closes the idle upstream connections and stops the timer that
+// closes them after MemberIdleTimeout. In-flight requests are not touched;
+// stop the HTTP server first. Close is idempotent.
+func (rt *Router) Close() { rt.members.Close() }
 
 // ServeHTTP serves the front door routes.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -238,9 +247,11 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	if route == nil {
 		// Unreachable: a lease names a member of the configuration it was
 		// acquired under. Answer as an upstream failure rather than crash.
-		ex.release()
-		ex.outcome.End = EndUnavailable
-		rt.refuse(w, &ex.outcome, ResultAdmitted, errUpstreamUnavailable)
+		if e := ex.failed(errNoRoute); e != nil {
+			e.write(w)
+		}
+		ex.outcome.Duration = rt.clock.Since(ex.outcome.Start)
+		rt.finish(&ex.outcome)
 		return
 	}
 	w.Header()[headerMember] = route.memberName

@@ -247,6 +247,7 @@ func (rt *Router) Apply(s source.Snapshot) {
 	slices.SortFunc(next.retired, byKey)
 	next.models = modelsBody(next.aliases)
 	rt.table.Store(next)
+	rt.members.closeIdleExcept(next.memberAddrs())
 	rt.log.Info("configuration applied", "tiers", len(next.served), "rejected", len(next.rejected),
 		"source_errors", len(next.fileErrors), "apply_errors", len(next.applyErrors))
 }

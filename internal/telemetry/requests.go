@@ -10,8 +10,9 @@ import (
 
 // RequestMetrics holds the per-request metrics: sluice_requests_total
 // {tier,member,outcome}, sluice_admission_refusals_total{tier,reason},
-// sluice_schedule_duration_seconds{tier} and
-// sluice_upstream_first_byte_seconds{tier,member}. It is a router.Recorder
+// sluice_schedule_duration_seconds{tier},
+// sluice_upstream_first_byte_seconds{tier,member} and
+// sluice_member_ejections_total{tier,member,reason}. It is a router.Recorder
 // (Record is called once per request) and a prometheus.Collector. Label
 // values are tier keys and member ids from the configuration and the
 // router's closed outcome and code sets; a request refused before alias
@@ -22,6 +23,7 @@ type RequestMetrics struct {
 	refusals  *prometheus.CounterVec
 	schedule  *prometheus.HistogramVec
 	firstByte *prometheus.HistogramVec
+	ejections *prometheus.CounterVec
 
 	// children caches the series of each label combination seen, so that
 	// Record neither hashes labels nor allocates once a combination is
@@ -65,6 +67,10 @@ func NewRequestMetrics() *RequestMetrics {
 			Help:    "Time from the start of the upstream attempt to the member's response headers, in seconds.",
 			Buckets: firstByteBuckets,
 		}, []string{labelTier, labelMember}),
+		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: nameEjections,
+			Help: "Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset).",
+		}, []string{labelTier, labelMember, labelReason}),
 	}
 }
 
@@ -84,6 +90,11 @@ func (m *RequestMetrics) Record(o router.Outcome) {
 	}
 	if s.firstByte != nil && o.FirstByte > 0 {
 		s.firstByte.Observe(max(o.FirstByte-o.Dispatch, 0).Seconds())
+	}
+	if o.Ejection != "" {
+		// Rare, and only after a failed attempt: the label lookup is not
+		// cached.
+		m.ejections.WithLabelValues(o.Tier, o.Member, string(o.Ejection)).Inc()
 	}
 }
 
@@ -119,6 +130,7 @@ func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.refusals.Describe(ch)
 	m.schedule.Describe(ch)
 	m.firstByte.Describe(ch)
+	m.ejections.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -127,4 +139,5 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.refusals.Collect(ch)
 	m.schedule.Collect(ch)
 	m.firstByte.Collect(ch)
+	m.ejections.Collect(ch)
 }

@@ -24,6 +24,8 @@ func TestRequestMetrics(t *testing.T) {
 			Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond, FirstByte: 100*time.Microsecond + 20*time.Millisecond},
 		{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 502, Code: "upstream_unavailable",
 			End: router.EndUnavailable, Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond},
+		{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 502, Code: "upstream_unavailable",
+			End: router.EndUnavailable, Ejection: router.EjectRefused, Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond},
 	} {
 		m.Record(o)
 	}
@@ -36,9 +38,12 @@ sluice_admission_refusals_total{reason="tier_quiesced",tier="ns/cap"} 1
 # TYPE sluice_requests_total counter
 sluice_requests_total{member="",outcome="refused",tier=""} 1
 sluice_requests_total{member="",outcome="not_admitted",tier="ns/cap"} 2
-sluice_requests_total{member="gpu0",outcome="admitted",tier="ns/cap"} 2
+sluice_requests_total{member="gpu0",outcome="admitted",tier="ns/cap"} 3
+# HELP sluice_member_ejections_total Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset).
+# TYPE sluice_member_ejections_total counter
+sluice_member_ejections_total{member="gpu0",reason="connection_refused",tier="ns/cap"} 1
 `
-	if err := testutil.CollectAndCompare(m, strings.NewReader(want), nameRequests, nameRefusals); err != nil {
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), nameRequests, nameRefusals, nameEjections); err != nil {
 		t.Fatal(err)
 	}
 	want = `

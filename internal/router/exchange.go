@@ -1,0 +1,216 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/admission"
+)
+
+// phase is where an exchange is in its life. Phases only move forward.
+type phase uint8
+
+// The phases of an exchange, in order.
+const (
+	// phaseAdmitted: the lease is held and nothing was sent yet.
+	phaseAdmitted phase = iota
+	// phaseSent: the request was written to a member connection.
+	phaseSent
+	// phaseHeaders: the member's response headers arrived.
+	phaseHeaders
+	// phaseBody: the proxy is reading the member's response body.
+	phaseBody
+	// phaseEnded: the lease was released; nothing moves the exchange any
+	// more.
+	phaseEnded
+)
+
+// String returns the phase's name, for test failures.
+func (p phase) String() string {
+	switch p {
+	case phaseAdmitted:
+		return "admitted"
+	case phaseSent:
+		return "sent"
+	case phaseHeaders:
+		return "headers"
+	case phaseBody:
+		return "body"
+	case phaseEnded:
+		return "ended"
+	}
+	return "unknown"
+}
+
+// exchangeKey is the context key of a request's exchange.
+type exchangeKey struct{}
+
+// exchangeOf returns the exchange of a request the router proxies, or nil.
+func exchangeOf(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+// exchange owns one admitted request's single upstream attempt from
+// admission to the lease's release. It is a small state machine (admitted →
+// sent → headers → body → ended) driven by events the other components
+// report: the member client (sent), ModifyResponse (gotHeaders), the
+// proxy's ErrorHandler (failed), the member's response body (bodyEnded,
+// bodyClosed) and the deferred end of serve, which also runs when the copy
+// panics with http.ErrAbortHandler (served). Reaching phaseEnded, in settle,
+// is the only path to Lease.Release, so the lease is released exactly once
+// whichever event comes first. All events arrive on the serving goroutine:
+// the client's cancellation only moves connection deadlines (memberConn.abort)
+// and never reports an event itself. The member client bounds the waits with
+// connection deadlines: until response headers arrive the tier's
+// responseHeaderTimeout, then the idleTimeout for each body read.
+type exchange struct {
+	rt    *Router
+	tier  *tierState
+	route *memberRoute
+	lease *admission.Lease
+	body  []byte          // the request body, as the gates read it.
+	in    context.Context // the client's request context.
+
+	idHeader []string // the X-Request-Id header value.
+
+	headerTimeout time.Duration
+	idleTimeout   time.Duration
+
+	phase phase
+
+	resp    memberBody // the member's response body, once headers arrived.
+	outcome Outcome    // written only on the serving goroutine.
+}
+
+// serve sends the request to the member through the reverse proxy. The
+// outgoing request carries no body reader: the member client writes the
+// exchange's body buffer.
+func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
+	out := r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	out.Body = http.NoBody
+	out.ContentLength = int64(len(ex.body))
+	out.TransferEncoding = nil
+	out.GetBody = nil
+	returned := false
+	defer func() { ex.served(returned) }()
+	ex.rt.proxy.ServeHTTP(w, out)
+	returned = true
+}
+
+// advance moves the exchange forward to p; it never moves it back and never
+// out of phaseEnded.
+func (ex *exchange) advance(p phase) {
+	if p > ex.phase && ex.phase != phaseEnded {
+		ex.phase = p
+	}
+}
+
+// settle ends the exchange and releases its lease: the one path to
+// Lease.Release. Later calls do nothing.
+func (ex *exchange) settle() {
+	if ex.phase == phaseEnded {
+		return
+	}
+	ex.phase = phaseEnded
+	ex.lease.Release()
+	if h := ex.rt.onRelease; h != nil {
+		h(ex.tier.key, ex.lease.Member())
+	}
+}
+
+// sent reports that the request was written to a member connection.
+func (ex *exchange) sent() { ex.advance(phaseSent) }
+
+// gotHeaders reports the member's response headers: their status, at the
+// time they arrived.
+func (ex *exchange) gotHeaders(status int) {
+	ex.advance(phaseHeaders)
+	o := &ex.outcome
+	o.Status = status
+	o.FirstByte = ex.rt.clock.Since(o.Start)
+}
+
+// failed reports that the exchange failed before response headers and
+// returns the error the client gets: nil when the client went away (nobody
+// is listening), 504 when the member did not answer within
+// responseHeaderTimeout, 502 otherwise. A member that refused the
+// connection or reset it before any response byte is ejected (eject).
+func (ex *exchange) failed(err error) *apiError {
+	ex.settle()
+	o := &ex.outcome
+	if reason := ejectionReason(err); reason != "" {
+		ex.eject(reason)
+	}
+	switch {
+	case ex.in.Err() != nil:
+		o.End, o.Status = EndClientGone, StatusClientClosedRequest
+		return nil
+	case isTimeout(err):
+		o.End = EndHeaderTimeout
+		e := errUpstreamTimeout
+		o.Status, o.Code = e.status, e.code
+		return e
+	}
+	o.End = EndUnavailable
+	e := errUpstreamUnavailable
+	o.Status, o.Code = e.status, e.code
+	return e
+}
+
+// bodyRead reports that the proxy reads the member's response body.
+func (ex *exchange) bodyRead() { ex.advance(phaseBody) }
+
+// bodyEnded reports the response body's end (EOF) or failure, and
+// classifies how the exchange ended unless that is known already.
+func (ex *exchange) bodyEnded(err error) {
+	ex.settle()
+	o := &ex.outcome
+	if o.End != "" {
+		return
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		o.End = EndComplete
+	case ex.in.Err() != nil:
+		o.End = EndClientGone
+	case isTimeout(err):
+		o.End = EndIdleTimeout
+	default:
+		o.End = EndUpstreamError
+	}
+}
+
+// bodyClosed reports that the proxy closed the member's response body.
+func (ex *exchange) bodyClosed() { ex.settle() }
+
+// served reports that serve returned (returned) or panicked: it gives up the
+// member connection, ends the exchange if no other event did, and records
+// the outcome.
+func (ex *exchange) served(returned bool) {
+	_ = ex.resp.Close()
+	ex.settle()
+	o := &ex.outcome
+	if !returned && (o.End == "" || o.End == EndComplete) || returned && o.End == "" {
+		// The relay to the client failed (the proxy panics with
+		// http.ErrAbortHandler) or stopped without the body's end.
+		o.End = EndAborted
+		if ex.in.Err() != nil {
+			o.End = EndClientGone
+		}
+	}
+	o.Duration = ex.rt.clock.Since(o.Start)
+	ex.rt.finish(o)
+}
+
+// eject takes the exchange's member out of selection until it proves its
+// readiness again (Rechecker), and records why on the outcome.
+func (ex *exchange) eject(reason Ejection) {
+	ex.outcome.Ejection = reason
+	if ex.rt.recheck != nil {
+		ex.rt.recheck.Recheck(ex.tier.key, ex.route.id)
+	}
+}

@@ -1,0 +1,141 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/admission"
+)
+
+// exchangeEvent is one event a component reports to an exchange.
+type exchangeEvent struct {
+	name string
+	fire func(ex *exchange)
+}
+
+var (
+	evSent       = exchangeEvent{"sent", func(ex *exchange) { ex.sent() }}
+	evHeaders    = exchangeEvent{"headers", func(ex *exchange) { ex.gotHeaders(http.StatusOK) }}
+	evBodyRead   = exchangeEvent{"body read", func(ex *exchange) { ex.bodyRead() }}
+	evBodyEOF    = exchangeEvent{"body EOF", func(ex *exchange) { ex.bodyEnded(io.EOF) }}
+	evBodyReset  = exchangeEvent{"body reset", func(ex *exchange) { ex.bodyEnded(syscall.ECONNRESET) }}
+	evBodyIdle   = exchangeEvent{"body idle timeout", func(ex *exchange) { ex.bodyEnded(os.ErrDeadlineExceeded) }}
+	evBodyClosed = exchangeEvent{"body closed", func(ex *exchange) { ex.bodyClosed() }}
+	evRefused    = exchangeEvent{"dial refused", func(ex *exchange) { ex.failed(fmt.Errorf("%w: dial", errMemberRefused)) }}
+	evReset      = exchangeEvent{"reset before headers", func(ex *exchange) { ex.failed(fmt.Errorf("%w: read", errMemberReset)) }}
+	evHeaderTime = exchangeEvent{"header timeout", func(ex *exchange) { ex.failed(os.ErrDeadlineExceeded) }}
+	evReturned   = exchangeEvent{"serve returned", func(ex *exchange) { ex.served(true) }}
+	evPanicked   = exchangeEvent{"serve panicked", func(ex *exchange) { ex.served(false) }}
+)
+
+// TestExchangeReleasesOnce drives the exchange's state machine through
+// every path an exchange takes, event by event, and checks that the lease
+// is released exactly once, at the first event that ends the exchange,
+// that the phase only moves forward, and how the outcome ends.
+func TestExchangeReleasesOnce(t *testing.T) {
+	tests := []struct {
+		desc      string
+		events    []exchangeEvent
+		releaseAt int // index of the event that releases the lease.
+		wantEnd   End
+		wantEject Ejection
+	}{
+		{desc: "complete", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyEOF, evBodyClosed, evReturned},
+			releaseAt: 3, wantEnd: EndComplete},
+		{desc: "body closed before EOF", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyClosed, evReturned},
+			releaseAt: 3, wantEnd: EndAborted},
+		{desc: "reset mid-body", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyReset, evBodyClosed, evReturned},
+			releaseAt: 3, wantEnd: EndUpstreamError},
+		{desc: "idle timeout mid-body", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyIdle, evBodyClosed, evReturned},
+			releaseAt: 3, wantEnd: EndIdleTimeout},
+		{desc: "relay panics mid-body", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evPanicked},
+			releaseAt: 3, wantEnd: EndAborted},
+		{desc: "relay panics after EOF", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyEOF, evPanicked},
+			releaseAt: 3, wantEnd: EndAborted},
+		{desc: "dial refused", events: []exchangeEvent{evRefused, evReturned},
+			releaseAt: 0, wantEnd: EndUnavailable, wantEject: EjectRefused},
+		{desc: "reset before headers", events: []exchangeEvent{evSent, evReset, evReturned},
+			releaseAt: 1, wantEnd: EndUnavailable, wantEject: EjectReset},
+		{desc: "header timeout", events: []exchangeEvent{evSent, evHeaderTime, evReturned},
+			releaseAt: 1, wantEnd: EndHeaderTimeout},
+		{desc: "panic before anything", events: []exchangeEvent{evPanicked},
+			releaseAt: 0, wantEnd: EndAborted},
+		{desc: "returned without an answer", events: []exchangeEvent{evSent, evReturned},
+			releaseAt: 1, wantEnd: EndAborted},
+		{desc: "late events after the end", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyEOF, evBodyRead, evHeaders, evBodyClosed, evBodyReset, evReturned},
+			releaseAt: 3, wantEnd: EndComplete},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			ex, releases, outcomes, rechecks := newTestExchange(t)
+			last := phaseAdmitted
+			for i, ev := range tt.events {
+				ev.fire(ex)
+				want := 0
+				if i >= tt.releaseAt {
+					want = 1
+				}
+				if *releases != want {
+					t.Fatalf("after %q (event %d): %d releases, want %d", ev.name, i, *releases, want)
+				}
+				if ex.phase < last || (want == 1) != (ex.phase == phaseEnded) {
+					t.Fatalf("after %q: phase %s (was %s)", ev.name, ex.phase, last)
+				}
+				last = ex.phase
+			}
+			if len(*outcomes) != 1 {
+				t.Fatalf("%d outcomes recorded, want 1", len(*outcomes))
+			}
+			o := (*outcomes)[0]
+			if o.End != tt.wantEnd || o.Ejection != tt.wantEject {
+				t.Errorf("outcome end %q ejection %q, want %q %q", o.End, o.Ejection, tt.wantEnd, tt.wantEject)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tt.wantEject != ""]; *rechecks != want {
+				t.Errorf("%d rechecks, want %d", *rechecks, want)
+			}
+		})
+	}
+}
+
+// rechecksFunc is a Rechecker calling a function.
+type rechecksFunc func(tier, member string)
+
+func (f rechecksFunc) Recheck(tier, member string) { f(tier, member) }
+
+// newTestExchange returns an admitted exchange of member gpu0 of a one-member
+// tier, and counters of its releases, recorded outcomes and rechecks. Its
+// client context is live and nothing is connected.
+func newTestExchange(t *testing.T) (*exchange, *int, *[]Outcome, *int) {
+	t.Helper()
+	var (
+		releases int
+		rechecks int
+		outcomes []Outcome
+	)
+	rt := New(Options{
+		Recorder: recorderFunc(func(o Outcome) { outcomes = append(outcomes, o) }),
+		Rechecker: rechecksFunc(func(tier, member string) {
+			if tier != "ns/llama" || member != "gpu0" {
+				t.Errorf("Recheck(%s, %s), want ns/llama gpu0", tier, member)
+			}
+			rechecks++
+		}),
+	})
+	t.Cleanup(rt.Close)
+	rt.onRelease = func(string, string) { releases++ }
+	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 1}})))
+	ts, _ := rt.table.Load().lookup("ns/llama")
+	lease, err := ts.admission.Acquire(admission.Inputs{Ready: map[string]bool{"gpu0": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ts.cfg.Load()
+	ex := &exchange{rt: rt, tier: ts, route: cfg.member("gpu0"), lease: lease, in: context.Background(),
+		outcome: Outcome{Result: ResultAdmitted, Member: "gpu0", Tier: ts.key}}
+	return ex, &releases, &outcomes, &rechecks
+}

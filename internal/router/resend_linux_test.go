@@ -1,0 +1,223 @@
+package router
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// okResponse is the raw engines' answer.
+const okResponse = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+// cork holds a connection's output until it is closed, so an engine's last
+// response and its FIN leave together: no request can reach the engine
+// between its last response and its close.
+func cork(t *testing.T, c net.Conn) {
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, 1)
+	}); err != nil || serr != nil {
+		t.Error(err, serr)
+	}
+}
+
+// TestIdleCloseRacesAreResent runs thousands of requests against an engine
+// that closes its idle keep-alive connections at random moments: right
+// after a response (its FIN then usually reaches the router before the
+// connection is reused, and the liveness peek discards it) and in the
+// window the peek cannot see, after the router's liveness check and before
+// its request goes out (the engine's FIN crosses the request, and the
+// engine's kernel resets the request's bytes). No request may fail, and the
+// engine must serve each request exactly once.
+func TestIdleCloseRacesAreResent(t *testing.T) {
+	const (
+		clients  = 4
+		requests = 600 // per client: 2400 in all, bounded.
+	)
+	var (
+		served atomic.Int64
+		mu     sync.Mutex
+		rng    = rand.New(rand.NewPCG(1, 2)) //nolint:gosec // a reproducible test schedule, not a secret.
+	)
+	chance := func(n int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.IntN(n) == 0
+	}
+	engine := newRawEngine(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if readRequest(br) != nil {
+				return
+			}
+			served.Add(1)
+			if chance(8) {
+				cork(t, c)
+				_, _ = io.WriteString(c, okResponse)
+				return // closes the connection behind the response.
+			}
+			if _, err := io.WriteString(c, okResponse); err != nil {
+				return
+			}
+		}
+	})
+	f := newFixture(t, fixtureOptions{})
+	var raced atomic.Int64
+	f.rt.members.beforeWrite = func(local net.Addr) {
+		if chance(4) && engine.closeConn(local.String()) {
+			raced.Add(1)
+		}
+	}
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Int64
+	)
+	// The recorder's channel holds fewer outcomes than the test makes:
+	// take them as they come.
+	outcomes := make(chan error, 1)
+	go func() {
+		var first error
+		for range clients * requests {
+			select {
+			case o := <-f.outcomes:
+				if first == nil && (o.End != EndComplete || o.Ejection != "") {
+					first = fmt.Errorf("outcome %+v", o)
+				}
+			case <-time.After(failSafe):
+				outcomes <- errors.New("no outcome recorded")
+				return
+			}
+		}
+		outcomes <- first
+	}()
+	for range clients {
+		wg.Go(func() {
+			for range requests {
+				resp, err := f.post(t.Context(), pathChatCompletions, chat("llama"), nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d requests failed, want none", n, clients*requests)
+	}
+	if err := <-outcomes; err != nil {
+		t.Fatal(err)
+	}
+	if got := served.Load(); got != clients*requests {
+		t.Fatalf("the engine served %d requests, want exactly %d: one each", got, clients*requests)
+	}
+	if raced.Load() == 0 {
+		t.Fatal("no close crossed a request: the test did not reach the resend path")
+	}
+	if f.ready.recheckCalls("ns/llama", "gpu0") != 0 {
+		t.Fatal("an idle close ejected the member")
+	}
+	t.Logf("%d closes crossed a request, %d connections", raced.Load(), engine.acceptedConns())
+	f.assertIdle("ns/llama")
+}
+
+// TestReadThenClosedIsNotResent proves a request the engine read and then
+// dropped by closing the connection (FIN, as an engine that dies after
+// reading does) is not sent again, even on a reused connection: the client
+// gets 502, and the engine saw the request once on the one connection.
+func TestReadThenClosedIsNotResent(t *testing.T) {
+	var served atomic.Int64
+	engine := newRawEngine(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if readRequest(br) != nil {
+				return
+			}
+			if served.Add(1) == 2 {
+				return // read the second request, then close.
+			}
+			if _, err := io.WriteString(c, okResponse); err != nil {
+				return
+			}
+		}
+	})
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	f.outcome()
+	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+		t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
+	}
+	if o := f.outcome(); o.End != EndUnavailable || o.Ejection != "" {
+		t.Fatalf("outcome %+v, want upstream_unavailable without ejection", o)
+	}
+	if n, conns := served.Load(), engine.acceptedConns(); n != 2 || conns != 1 {
+		t.Fatalf("engine served %d requests on %d connections, want 2 on 1: the second must not be resent", n, conns)
+	}
+	f.assertIdle("ns/llama")
+}
+
+// TestResendIsNotRetried proves the resend is made once: when the engine
+// closed the reused connection under the request and then stopped
+// listening, the fresh connection is refused, the client gets 502 with the
+// member ejected, and nothing is tried a third time.
+func TestResendIsNotRetried(t *testing.T) {
+	var served atomic.Int64
+	engine := newRawEngine(t, func(c net.Conn, br *bufio.Reader) {
+		for readRequest(br) == nil {
+			served.Add(1)
+			if _, err := io.WriteString(c, okResponse); err != nil {
+				return
+			}
+		}
+	})
+	f := newFixture(t, fixtureOptions{})
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	f.outcome()
+	var hooks atomic.Int64
+	f.rt.members.beforeWrite = func(local net.Addr) {
+		hooks.Add(1)
+		_ = engine.ln.Close() // the engine goes away: the fresh dial is refused.
+		engine.closeConn(local.String())
+	}
+	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+		t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
+	}
+	if o := f.outcome(); o.End != EndUnavailable || o.Ejection != EjectRefused {
+		t.Fatalf("outcome %+v, want upstream_unavailable ejected connection_refused", o)
+	}
+	if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
+		t.Fatalf("Recheck called %d times, want 1", n)
+	}
+	if hooks.Load() != 1 || served.Load() != 1 || engine.acceptedConns() != 1 {
+		t.Fatalf("%d writes on reused connections, engine served %d on %d connections; want 1, 1, 1",
+			hooks.Load(), served.Load(), engine.acceptedConns())
+	}
+	f.assertIdle("ns/llama")
+}
