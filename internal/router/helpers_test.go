@@ -143,6 +143,13 @@ func (f *fakeReadiness) Recheck(tier, member string) {
 	}
 }
 
+// pass is a probe of the member that passed after a Recheck.
+func (f *fakeReadiness) pass(tier, member string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tiers[tier][member] = true
+}
+
 // recheckCalls returns how often the router asked to recheck the member.
 func (f *fakeReadiness) recheckCalls(tier, member string) int {
 	f.mu.Lock()

@@ -234,19 +234,32 @@ func (b *memberBody) Read(p []byte) (int, error) {
 	b.ex.bodyRead()
 	// As in send: deadline first, then the cancellation check.
 	if err := b.c.conn.SetReadDeadline(time.Now().Add(b.ex.idleTimeout)); err != nil {
-		b.ex.bodyEnded(err)
+		b.end(err)
 		return 0, err
 	}
 	if err := b.ex.in.Err(); err != nil { // the client's context, which the request's derives from.
-		b.ex.bodyEnded(err)
+		b.end(err)
 		return 0, err
 	}
 	n, err := b.body.Read(p)
 	if err != nil {
 		b.eof = err == io.EOF
-		b.ex.bodyEnded(err)
+		b.end(err)
 	}
 	return n, err
+}
+
+// end reports the body's end to the exchange. A body that failed (the
+// client went away, the idle deadline passed, the member broke the
+// response) has its connection closed first: the member sees the exchange
+// end before its lease is free for another request, so the member never
+// serves more requests than its ceiling, even for the moment it takes to
+// notice an abandoned one (docs/ROUTER.md#3-terminal-paths).
+func (b *memberBody) end(err error) {
+	if err != io.EOF {
+		_ = b.Close()
+	}
+	b.ex.bodyEnded(err)
 }
 
 // Close ends the body: the connection goes back to the idle pool when the

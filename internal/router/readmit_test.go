@@ -28,6 +28,10 @@ type recheckProbes struct {
 	ready    map[string]map[string]bool
 	rechecks []string             // "tier#member", in call order.
 	seen     []admission.Snapshot // the tier's admission state at each Recheck.
+	// afterRead, when set, runs once after the next Ready read, before
+	// Ready returns what it read: a change landing between the router's
+	// readiness read and its Acquire.
+	afterRead func()
 }
 
 func (p *recheckProbes) Ready(tier string) (map[string]bool, error) {
@@ -37,7 +41,14 @@ func (p *recheckProbes) Ready(tier string) (map[string]bool, error) {
 	if !ok {
 		return nil, errFakeUnknownTier
 	}
-	return maps.Clone(m), nil
+	out, after := maps.Clone(m), p.afterRead
+	p.afterRead = nil
+	if after != nil {
+		p.mu.Unlock()
+		after()
+		p.mu.Lock()
+	}
+	return out, nil
 }
 
 func (p *recheckProbes) Recheck(tier, member string) {
@@ -294,6 +305,7 @@ func TestReadmissionScopes(t *testing.T) {
 // applies readmissions as before.
 func TestReadmissionWithoutRechecker(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
+	f.rt.recheck = nil // the fixture's router has one.
 	up := newUpstream(t, "a", nil)
 	other := newUpstream(t, "b", nil)
 	members := []memberSpec{{"a", up.srv.URL, 0}, {"b", other.srv.URL, 0}}
@@ -302,5 +314,32 @@ func TestReadmissionWithoutRechecker(t *testing.T) {
 	got := []string{quick(t, f), quick(t, f)}
 	if !slices.Contains(got, "a") {
 		t.Fatalf("readmitted member a not served: %v", got)
+	}
+}
+
+// TestReadmissionBetweenReadinessAndAcquire lands a member's readmission
+// between a request's readiness read, which still shows the quiesced member
+// ready, and its Acquire: admission refuses the stale inputs (the
+// readmission epoch moved), and the router's second attempt reads the
+// member's recheck, so the request never reaches the member before its
+// probe passes.
+func TestReadmissionBetweenReadinessAndAcquire(t *testing.T) {
+	h := newReadmitHarness(t, "a", "b")
+	h.apply(h.tier("ns/llama", "llama", memberQuiesce("", "a"), "a", "b"))
+	h.probes.mu.Lock()
+	h.probes.ready["ns/llama"]["b"] = false // only a could take the request.
+	h.probes.afterRead = func() { h.apply(h.tier("ns/llama", "llama", nil, "a", "b")) }
+	h.probes.mu.Unlock()
+
+	h.refused("llama", "no_eligible_member")
+	if n := h.ups["a"].requests.Load(); n != 0 {
+		t.Fatalf("a received %d requests before its probe passed", n)
+	}
+	if calls, _ := h.probes.calls(); !slices.Equal(calls, []string{"ns/llama#a"}) {
+		t.Fatalf("Recheck calls = %v, want ns/llama#a once", calls)
+	}
+	h.probes.pass("ns/llama", "a")
+	if got := h.served("llama", 2); !slices.Equal(got, []string{"a", "a"}) {
+		t.Fatalf("after a's probe passed requests went to %v, want a", got)
 	}
 }

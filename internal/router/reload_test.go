@@ -298,6 +298,10 @@ func TestHotReloadDuringStreams(t *testing.T) {
 			// Raise the ceiling of gpu2, readmit gpu1: both admit again.
 			m2.max = 5
 			h.reload(manifest(strategy, []manifestMember{m1, m2}))
+			if n := f.ready.recheckCalls("ns/llama", "gpu1"); n != 1 {
+				t.Fatalf("readmitting gpu1 rechecked it %d times, want 1", n)
+			}
+			f.ready.pass("ns/llama", "gpu1") // its probe after the readmission.
 			seen := map[string]bool{}
 			for range 4 {
 				seen[quick(t, f)] = true
@@ -359,6 +363,7 @@ func TestRemovedTierKeepsLeases(t *testing.T) {
 	}
 	f.apply(tier) // back, with fresh counts and the old lease accounted for.
 	f.assertIdle("ns/llama")
+	f.ready.pass("ns/llama", "gpu0") // readmitted: its probe after the readmission.
 	if got := quick(t, f); got != "gpu0" {
 		t.Fatalf("re-added tier routed to %q", got)
 	}

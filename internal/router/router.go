@@ -266,7 +266,11 @@ func (rt *Router) acquire(ts *tierState) (*admission.Lease, *tierConfig, error) 
 	var err error
 	for range maxAcquireAttempts {
 		cfg := ts.cfg.Load()
-		in := admission.Inputs{Ready: rt.ready(ts.key, cfg)}
+		// The epoch before readiness: a readmission landing after this
+		// read refuses the Acquire, and the next attempt reads the
+		// readmitted member's recheck (docs/ROUTER.md#5-configuration-changes).
+		in := admission.Inputs{ReadmitEpoch: ts.admission.ReadmitEpoch()}
+		in.Ready = rt.ready(ts.key, cfg)
 		if cfg.strategy == admission.StrategyCapacity {
 			in.Pressure = rt.pressures(ts.key, cfg)
 		}

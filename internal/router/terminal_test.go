@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -425,6 +426,75 @@ func TestStreamFlushesEachEvent(t *testing.T) {
 			}
 			if seen := gpu0.seen[0]; string(seen.body) != chat("served/model")+"\n" || seen.path != pathChatCompletions {
 				t.Fatalf("member got %s %q, want the request body with the served model", seen.path, seen.body)
+			}
+			f.assertIdle("ns/llama")
+		})
+	}
+}
+
+// TestFailedBodyClosesMemberConnectionBeforeRelease proves that when a
+// response body fails (the idle deadline passes, the client goes away) the
+// member's connection is closed before the lease is released: at the
+// release the member has already seen its request end, so a request
+// admitted into the freed slot never finds the member still serving the
+// abandoned one (the chaos soak's strict overshoot check,
+// docs/RELIABILITY.md#no-ceiling-overshoot).
+func TestFailedBodyClosesMemberConnectionBeforeRelease(t *testing.T) {
+	// closeBound bounds how long the release waits for the member to see
+	// its connection closed; the close comes before the release, so the
+	// wait ends as soon as the member's server notices. It only turns a
+	// wrong order into a failure.
+	const closeBound = 5 * time.Second
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*v1alpha1.ReplicaTierSpec)
+		cancel  bool
+		wantEnd End
+	}{
+		{name: "idle timeout", mutate: timeouts(time.Minute, 100*time.Millisecond), wantEnd: EndIdleTimeout},
+		{name: "client gone", mutate: timeouts(time.Minute, time.Minute), cancel: true, wantEnd: EndClientGone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{})
+			gpu0 := newUpstream(t, "gpu0", nil)
+			memberGone := make(chan struct{})
+			gpu0.handle(func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, sse[0])
+				<-r.Context().Done() // the member's server saw the connection close.
+				close(memberGone)
+			})
+			var closedFirst atomic.Bool
+			f.rt.onRelease = func(string, string) {
+				select {
+				case <-memberGone:
+					closedFirst.Store(true)
+				case <-time.After(closeBound):
+				}
+			}
+			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+				[]memberSpec{{"gpu0", gpu0.srv.URL, 1}}, tc.mutate))
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			resp, err := f.post(ctx, pathChatCompletions, chat("llama"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			first := make([]byte, len(sse[0]))
+			if _, err := io.ReadFull(resp.Body, first); err != nil {
+				t.Fatalf("first event: %v", err)
+			}
+			if tc.cancel {
+				cancel()
+			}
+			_, _ = io.ReadAll(resp.Body)
+			if o := f.outcome(); o.End != tc.wantEnd {
+				t.Fatalf("end = %s, want %s", o.End, tc.wantEnd)
+			}
+			if !closedFirst.Load() {
+				t.Fatal("the lease was released while the member still served the request")
 			}
 			f.assertIdle("ns/llama")
 		})
