@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -17,9 +18,10 @@ const (
 	// a loaded machine. A ceiling counts for an arrival when its
 	// configuration was possibly in force within this window.
 	admitSlack = 250 * time.Millisecond
-	// killDispatchWindow is the window after a kill in which a request
-	// dispatched to the killed member is counted as racing the kill
-	// ("dispatched in the same millisecond").
+	// killDispatchWindow is the window after the engine's death showed (the
+	// first failure after a kill) in which a request dispatched to the
+	// killed member is counted as racing the death ("dispatched in the same
+	// millisecond").
 	killDispatchWindow = time.Millisecond
 	// killHorizon bounds how long after a kill a failure on the killed
 	// member is attributed to the kill: the engine's downtime plus two
@@ -238,15 +240,23 @@ type killEvent struct {
 // are left out: their failures are injected.
 type killResult struct {
 	killEvent
+	// Died is when the engine's death showed: the end of the first failed
+	// request on the member after the kill (faulted ones included), or
+	// the kill itself when none failed. SIGKILL takes a few milliseconds
+	// to end a process; until then the engine serves and nothing can
+	// know it is dying.
+	Died int64 `json:"died"`
 	// InFlight is the number of requests on the member sent before the
 	// kill and ended after it.
 	InFlight int `json:"in_flight"`
-	// Dispatched is the number of requests on the member sent within
-	// killDispatchWindow after the kill.
+	// Dispatched is the number of requests on the member sent from the
+	// kill until killDispatchWindow after Died: the requests admitted
+	// while the engine was dying and in the same millisecond as the
+	// first failure, before any could report it.
 	Dispatched int `json:"dispatched"`
 	// Failed is the number of requests on the member that failed (502,
-	// 504 or an aborted body), ended after the kill and were sent before
-	// killHorizon passed or the next kill.
+	// 504 or an aborted body), ended after the kill and before the next
+	// kill, and were sent before killHorizon passed.
 	Failed int `json:"failed"`
 	// Excess is Failed minus InFlight and Dispatched, at least 0: the
 	// requests the router sent to a member it could have known was dead.
@@ -259,10 +269,21 @@ func analyzeKills(records []requestRecord, kills []killEvent) []killResult {
 	out := make([]killResult, 0, len(kills))
 	for i, k := range kills {
 		horizon := k.At + killHorizon.Nanoseconds()
+		next := int64(math.MaxInt64) // failures from the next kill on are that kill's.
 		if i+1 < len(kills) {
 			horizon = min(horizon, kills[i+1].At)
+			next = kills[i+1].At
 		}
-		res := killResult{killEvent: k}
+		res := killResult{killEvent: k, Died: k.At}
+		first := int64(-1)
+		for _, r := range records {
+			if r.Member == k.Member && r.failed() && r.End >= k.At && r.End < next && r.Start < horizon && (first < 0 || r.End < first) {
+				first = r.End
+			}
+		}
+		if first >= 0 {
+			res.Died = first
+		}
 		for _, r := range records {
 			if r.Member != k.Member || r.Fault != "" {
 				continue
@@ -270,10 +291,10 @@ func analyzeKills(records []requestRecord, kills []killEvent) []killResult {
 			switch {
 			case r.Start < k.At && r.End >= k.At:
 				res.InFlight++
-			case r.Start >= k.At && r.Start <= k.At+killDispatchWindow.Nanoseconds():
+			case r.Start >= k.At && r.Start <= res.Died+killDispatchWindow.Nanoseconds():
 				res.Dispatched++
 			}
-			if r.failed() && r.End >= k.At && r.Start < horizon {
+			if r.failed() && r.End >= k.At && r.End < next && r.Start < horizon {
 				res.Failed++
 			}
 		}

@@ -137,10 +137,12 @@ func TestCheckLeases(t *testing.T) {
 }
 
 func TestAnalyzeKills(t *testing.T) {
-	kills := []killEvent{{Member: "gpu0", At: ms(1000)}}
+	kills := []killEvent{{Member: "gpu0", At: ms(1000)}, {Member: "gpu0", At: ms(8000)}}
 	records := []requestRecord{
+		{ID: "in flight at the next kill", Member: "gpu0", Start: ms(7990), End: ms(8003), Outcome: outcomeAborted},
 		{ID: "in-flight", Member: "gpu0", Start: ms(990), End: ms(1001), Outcome: outcomeAborted},
 		{ID: "same-ms", Member: "gpu0", Start: ms(1000), End: ms(1002), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
+		{ID: "first failure's ms", Member: "gpu0", Start: ms(1001) + int64(time.Millisecond/2), End: ms(1003), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
 		{ID: "late", Member: "gpu0", Start: ms(1200), End: ms(1201), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
 		{ID: "refused", Member: "", Start: ms(1200), End: ms(1201), Outcome: outcomeErrorPrefix + "no_eligible_member"},
 		{ID: "other member", Member: "gpu1", Start: ms(1200), End: ms(1201), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
@@ -148,11 +150,19 @@ func TestAnalyzeKills(t *testing.T) {
 		{ID: "after the horizon", Member: "gpu0", Start: ms(9000), End: ms(9001), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
 	}
 	got := analyzeKills(records, kills)
-	if len(got) != 1 {
+	if len(got) != 2 {
 		t.Fatalf("%d results", len(got))
 	}
-	if k := got[0]; k.InFlight != 1 || k.Dispatched != 1 || k.Failed != 3 || k.Excess != 1 {
-		t.Fatalf("got %+v, want in flight 1, dispatched 1, failed 3, excess 1", k)
+	// The request in flight at the second kill failed with it, not with
+	// the first; the one at 9000 ms is past the first kill's horizon and a
+	// late failure of the second.
+	if k := got[1]; k.InFlight != 1 || k.Failed != 2 || k.Excess != 1 {
+		t.Fatalf("second kill: got %+v, want in flight 1, failed 2, excess 1", k)
+	}
+	// The engine's death shows at 1001 ms (the in-flight request's end):
+	// the requests sent from the kill to 1002 ms raced it.
+	if k := got[0]; k.Died != ms(1001) || k.InFlight != 1 || k.Dispatched != 2 || k.Failed != 4 || k.Excess != 1 {
+		t.Fatalf("got %+v, want died at 1001 ms, in flight 1, dispatched 2, failed 4, excess 1", k)
 	}
 }
 

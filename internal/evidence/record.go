@@ -73,11 +73,14 @@ const (
 	// EjectionReset means the member reset a fresh connection before any
 	// response byte.
 	EjectionReset Ejection = "connection_reset"
+	// EjectionClosed means the member closed the connection after taking
+	// the request, before any response byte.
+	EjectionClosed Ejection = "connection_closed"
 )
 
 // valid reports whether e is in the closed set.
 func (e Ejection) valid() bool {
-	return e == EjectionRefused || e == EjectionReset
+	return e == EjectionRefused || e == EjectionReset || e == EjectionClosed
 }
 
 // The router error codes a record carries as its refusal reason or, for an

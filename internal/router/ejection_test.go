@@ -17,17 +17,25 @@ func TestPassiveEjection(t *testing.T) {
 	tests := []struct {
 		desc      string
 		refused   bool
+		closes    bool // the member closes the connection instead of resetting it.
 		wantEject Ejection
 	}{
 		{desc: "connection refused", refused: true, wantEject: EjectRefused},
 		{desc: "reset before any response byte", wantEject: EjectReset},
+		{desc: "closed after taking the request", closes: true, wantEject: EjectClosed},
 	}
 	for _, strategy := range []v1alpha1.Strategy{v1alpha1.StrategyRoundRobin, v1alpha1.StrategyCapacity} {
 		for _, tt := range tests {
 			t.Run(string(strategy)+"/"+tt.desc, func(t *testing.T) {
 				f := newFixture(t, fixtureOptions{})
 				gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
-				gpu0.handle(func(w http.ResponseWriter, _ *http.Request) { resetConnection(w) })
+				gpu0.handle(func(w http.ResponseWriter, _ *http.Request) {
+					if tt.closes {
+						closeConnection(w)
+						return
+					}
+					resetConnection(w)
+				})
 				endpoint0 := gpu0.srv.URL
 				if tt.refused {
 					endpoint0 = closedAddress(t)

@@ -36,6 +36,9 @@ var (
 	// errMemberReset reports a member that reset a fresh connection before
 	// any response byte.
 	errMemberReset = errors.New("router: member reset the connection")
+	// errMemberClosed reports a member that closed the connection after
+	// taking the request, before any response byte.
+	errMemberClosed = errors.New("router: member closed the connection")
 	// errBodyClosed is returned by reads of a member's response body after
 	// Close.
 	errBodyClosed = errors.New("router: response body closed")

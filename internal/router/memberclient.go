@@ -188,6 +188,10 @@ func (u *memberClient) send(ctx context.Context, ex *exchange, c *memberConn, re
 		if c.reused && errors.Is(err, io.EOF) && c.resetAfterClose() {
 			return fail(fmt.Errorf("%w: %w", errNotReceived, err))
 		}
+		if errors.Is(err, io.EOF) {
+			// The member took the request and closed without answering.
+			return fail(fmt.Errorf("%w: %w", errMemberClosed, err))
+		}
 		return fail(c.resetError(err))
 	}
 	resp, err := readResponse(c.br)

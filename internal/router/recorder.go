@@ -73,6 +73,11 @@ const (
 	// EjectReset means the member reset a fresh connection before any
 	// response byte.
 	EjectReset Ejection = "connection_reset"
+	// EjectClosed means the member closed the connection after taking the
+	// request (it was written, and not provably unreceived), before any
+	// response byte: an engine that dies mid-request closes its
+	// connections so, and a live one answers instead.
+	EjectClosed Ejection = "connection_closed"
 )
 
 // ejectionReason returns the Ejection an exchange's failure before
@@ -83,6 +88,8 @@ func ejectionReason(err error) Ejection {
 		return EjectRefused
 	case errors.Is(err, errMemberReset):
 		return EjectReset
+	case errors.Is(err, errMemberClosed):
+		return EjectClosed
 	}
 	return ""
 }

@@ -170,8 +170,10 @@ func TestReadThenClosedIsNotResent(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
 		t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
-	if o := f.outcome(); o.End != EndUnavailable || o.Ejection != "" {
-		t.Fatalf("outcome %+v, want upstream_unavailable without ejection", o)
+	// The engine took the request and closed without answering: it is
+	// rechecked (connection_closed), and the request is not resent.
+	if o := f.outcome(); o.End != EndUnavailable || o.Ejection != EjectClosed {
+		t.Fatalf("outcome %+v, want upstream_unavailable ejected connection_closed", o)
 	}
 	if n, conns := served.Load(), engine.acceptedConns(); n != 2 || conns != 1 {
 		t.Fatalf("engine served %d requests on %d connections, want 2 on 1: the second must not be resent", n, conns)

@@ -312,6 +312,16 @@ func resetConnection(w http.ResponseWriter) {
 	_ = conn.Close()
 }
 
+// closeConnection closes the client's connection, the request read and
+// unanswered, as an engine dying mid-request does: a FIN, no reset.
+func closeConnection(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	_ = conn.Close()
+}
+
 // checkLabels checks the router's response headers.
 func checkLabels(t *testing.T, h http.Header, member string) {
 	t.Helper()

@@ -69,7 +69,7 @@ func NewRequestMetrics() *RequestMetrics {
 		}, []string{labelTier, labelMember}),
 		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: nameEjections,
-			Help: "Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset).",
+			Help: "Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset, connection_closed).",
 		}, []string{labelTier, labelMember, labelReason}),
 	}
 }

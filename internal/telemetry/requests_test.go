@@ -39,7 +39,7 @@ sluice_admission_refusals_total{reason="tier_quiesced",tier="ns/cap"} 1
 sluice_requests_total{member="",outcome="refused",tier=""} 1
 sluice_requests_total{member="",outcome="not_admitted",tier="ns/cap"} 2
 sluice_requests_total{member="gpu0",outcome="admitted",tier="ns/cap"} 3
-# HELP sluice_member_ejections_total Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset).
+# HELP sluice_member_ejections_total Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset, connection_closed).
 # TYPE sluice_member_ejections_total counter
 sluice_member_ejections_total{member="gpu0",reason="connection_refused",tier="ns/cap"} 1
 `
