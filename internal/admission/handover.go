@@ -37,8 +37,8 @@ type Change struct {
 // made afterwards. Create one with Tier.HandOver.
 type Handover struct {
 	tier    *Tier
-	pending []Change      // guarded by tier.mu.
-	signal  chan struct{} // capacity 1: a change is pending.
+	pending []Change        // guarded by tier.mu.
+	signal  chan<- struct{} // sent to, without blocking, when a change is queued.
 }
 
 // HandOver stops the tier's admissions and starts reporting its reservation
@@ -52,15 +52,18 @@ type Handover struct {
 // active: a second call returns ErrHandedOver and changes nothing until
 // the first is Cancelled.
 //
+// Each queued change is followed by a send on signal that never blocks, so
+// signal should have a buffer of at least one; several tiers may share it.
+//
 // With no Handover active, the only cost to Acquire and Release is a nil
 // check under the lock they already hold.
-func (t *Tier) HandOver() (*Handover, []MemberCount, error) {
+func (t *Tier) HandOver(signal chan<- struct{}) (*Handover, []MemberCount, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.handover != nil {
 		return nil, nil, fmt.Errorf("%w: already handed over", ErrHandedOver)
 	}
-	h := &Handover{tier: t, signal: make(chan struct{}, 1)}
+	h := &Handover{tier: t, signal: signal}
 	t.handover = h
 	counts := make([]MemberCount, 0, len(t.members)+len(t.retired))
 	for _, m := range slices.Concat(t.members, t.retired) {
@@ -69,10 +72,6 @@ func (t *Tier) HandOver() (*Handover, []MemberCount, error) {
 	slices.SortFunc(counts, func(a, b MemberCount) int { return strings.Compare(a.Member, b.Member) })
 	return h, counts, nil
 }
-
-// Changed is signalled when changes are pending; take them with Take. One
-// signal may stand for several changes, and a signal may find none left.
-func (h *Handover) Changed() <-chan struct{} { return h.signal }
 
 // Take returns the pending changes in the order they happened and empties
 // the queue. It returns nil when none is pending.

@@ -15,7 +15,8 @@ func TestHandOverSnapshotAndChanges(t *testing.T) {
 	tier := newTier(t, admission.Config{Members: members(2, ab...)})
 	in := admission.Inputs{Ready: ready(ab)}
 	l1, l2, l3 := acquire(t, tier, in), acquire(t, tier, in), acquire(t, tier, in)
-	h, counts, err := tier.HandOver()
+	signal := make(chan struct{}, 1)
+	h, counts, err := tier.HandOver(signal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestHandOverSnapshotAndChanges(t *testing.T) {
 	if _, err := tier.Acquire(in); !errors.Is(err, admission.ErrHandedOver) || !errors.Is(err, admission.ErrTierQuiesced) {
 		t.Fatalf("Acquire after HandOver = %v, want ErrHandedOver and ErrTierQuiesced", err)
 	}
-	if _, _, err := tier.HandOver(); !errors.Is(err, admission.ErrHandedOver) {
+	if _, _, err := tier.HandOver(make(chan struct{}, 1)); !errors.Is(err, admission.ErrHandedOver) {
 		t.Fatalf("second HandOver = %v, want ErrHandedOver", err)
 	}
 	if got := h.Take(); got != nil {
@@ -40,7 +41,7 @@ func TestHandOverSnapshotAndChanges(t *testing.T) {
 	}
 	l1.Release()
 	select {
-	case <-h.Changed():
+	case <-signal:
 	default:
 		t.Fatal("no change signalled")
 	}
@@ -66,7 +67,7 @@ func TestHandOverSnapshotAndChanges(t *testing.T) {
 		t.Fatalf("after every release: %+v", s)
 	}
 	h.Cancel() // no longer active: nothing happens.
-	if _, _, err := tier.HandOver(); err != nil {
+	if _, _, err := tier.HandOver(make(chan struct{}, 1)); err != nil {
 		t.Fatalf("HandOver after Cancel = %v", err)
 	}
 }
@@ -160,7 +161,7 @@ func TestHandOverExactUnderConcurrency(t *testing.T) {
 		})
 	}
 	close(start)
-	h, counts, err := tier.HandOver()
+	h, counts, err := tier.HandOver(make(chan struct{}, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
