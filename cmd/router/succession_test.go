@@ -260,3 +260,74 @@ spec:
 	second.cancel()
 	second.stopped(t)
 }
+
+// TestSuccessionGate holds inference requests until the adoption opened
+// the gate, lets GET /v1/models through at once, and ends a held request
+// whose client went away.
+func TestSuccessionGate(t *testing.T) {
+	served := make(chan string, 4)
+	s := newSuccession(nil, nil, nil, nil)
+	h := s.handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { served <- r.URL.Path }))
+	serve := func(ctx context.Context, path string) <-chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, path, nil)
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		}()
+		return done
+	}
+	<-serve(context.Background(), "/v1/models")
+	if got := <-served; got != "/v1/models" {
+		t.Fatalf("served %q, want /v1/models at once", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := serve(ctx, "/v1/chat/completions")
+	held := serve(context.Background(), "/v1/chat/completions")
+	select {
+	case got := <-served:
+		t.Fatalf("%s served before the gate opened", got)
+	default:
+	}
+	cancel()
+	<-gone
+	s.open()
+	<-held
+	if got := <-served; got != "/v1/chat/completions" {
+		t.Fatalf("served %q after the gate opened", got)
+	}
+	select {
+	case <-served:
+		t.Fatal("the request whose client went away was served")
+	default:
+	}
+}
+
+// TestForwardHopLimit refuses a request that was forwarded
+// maxForwardHops times already, instead of forwarding it again.
+func TestForwardHopLimit(t *testing.T) {
+	s := newSuccession(nil, nil, nil, nil)
+	s.forwarding.Store(true)
+	h := s.handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("served locally while forwarding") }))
+	r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", nil)
+	r.Header.Set(hopsHeader, fmt.Sprint(maxForwardHops))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"code":"router_handover"`) {
+		t.Fatalf("status %d body %q, want 503 router_handover", w.Code, w.Body.String())
+	}
+}
+
+func TestLoopbackTarget(t *testing.T) {
+	for _, tt := range []struct{ addr, want string }{
+		{"[::]:8080", "127.0.0.1:8080"},
+		{"0.0.0.0:8080", "127.0.0.1:8080"},
+		{":8080", "127.0.0.1:8080"},
+		{"127.0.0.1:8080", "127.0.0.1:8080"},
+		{"10.0.0.7:8080", "10.0.0.7:8080"},
+	} {
+		if got := loopbackTarget(tt.addr); got != tt.want {
+			t.Errorf("loopbackTarget(%q) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}
