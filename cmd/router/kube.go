@@ -85,12 +85,30 @@ func newTierSource(cfg config, logger *slog.Logger, admin *router.Admin) (tierSo
 	return &kubeSource{kube: kube, reporter: reporter}, nil
 }
 
+// statusReporting is a tier source that reports status and can stop.
+type statusReporting interface {
+	// StopReporting stops the status reports for good and returns once no
+	// write is in progress.
+	StopReporting()
+}
+
 // kubeSource runs the kube source and the status reporter together: every
 // snapshot is published (applied by the router), and then the reporter
-// compares what the router applies with what it wrote.
+// compares what the router applies with what it wrote. StopReporting
+// stops the reporter while the source keeps running: a router that shuts
+// down or handed its admission over leaves the node's status to the
+// router replacing it (docs/ROUTER.md#81-handing-the-ports-over).
 type kubeSource struct {
-	kube     *source.Kube
-	reporter *status.Reporter
+	kube     tierSource
+	reporter interface {
+		Run(ctx context.Context) error
+		Notify()
+	}
+
+	mu         sync.Mutex
+	stopped    bool               // StopReporting ran.
+	stopReport context.CancelFunc // cancels the running reporter; nil when none runs.
+	reportDone chan struct{}      // closed when the running reporter returned.
 }
 
 // Run runs the source and the reporter until ctx ends or the source fails,
@@ -99,11 +117,37 @@ func (k *kubeSource) Run(ctx context.Context, publish func(source.Snapshot)) err
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { _ = k.reporter.Run(ctx) })
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	k.mu.Lock()
+	if k.stopped {
+		rcancel()
+	}
+	k.stopReport, k.reportDone = rcancel, done
+	k.mu.Unlock()
+	wg.Go(func() {
+		defer close(done)
+		if rctx.Err() == nil {
+			_ = k.reporter.Run(rctx)
+		}
+	})
 	return k.kube.Run(ctx, func(s source.Snapshot) {
 		publish(s)
 		k.reporter.Notify()
 	})
+}
+
+// StopReporting stops the status reporter for good and waits until it
+// returned; the source keeps running.
+func (k *kubeSource) StopReporting() {
+	k.mu.Lock()
+	k.stopped = true
+	stop, done := k.stopReport, k.reportDone
+	k.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
 }
 
 // errNoKubeconfig is returned when neither --tiers-dir nor any Kubernetes

@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sluice-dev/sluice/internal/source"
 )
 
 // kubeconfig is a minimal valid kubeconfig for a server that does not exist.
@@ -73,5 +76,86 @@ func TestRunWithoutAnySource(t *testing.T) {
 	err := run(context.Background(), []string{"--node-name", "n", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, io.Discard, io.Discard, nil)
 	if !errors.Is(err, errNoKubeconfig) {
 		t.Fatalf("run = %v, want errNoKubeconfig", err)
+	}
+}
+
+// fakeReporter is a status reporter that runs until its context ends and
+// reports each run's start and end.
+type fakeReporter struct {
+	started, ended chan struct{}
+}
+
+func (f *fakeReporter) Run(ctx context.Context) error {
+	f.started <- struct{}{}
+	<-ctx.Done()
+	f.ended <- struct{}{}
+	return nil
+}
+
+func (f *fakeReporter) Notify() {}
+
+// fakeTierSource publishes each snapshot sent on snapshots until ctx ends.
+type fakeTierSource struct {
+	snapshots chan source.Snapshot
+}
+
+func (f *fakeTierSource) Run(ctx context.Context, publish func(source.Snapshot)) error {
+	for {
+		select {
+		case s := <-f.snapshots:
+			publish(s)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// TestKubeSourceStopReporting stops the status reports of a running kube
+// source: StopReporting returns after the reporter returned, the source
+// keeps publishing, and a reporter stopped before Run never starts.
+func TestKubeSourceStopReporting(t *testing.T) {
+	rep := &fakeReporter{started: make(chan struct{}, 1), ended: make(chan struct{}, 1)}
+	src := &fakeTierSource{snapshots: make(chan source.Snapshot)}
+	k := &kubeSource{kube: src, reporter: rep}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	published := make(chan source.Snapshot, 1)
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx, func(s source.Snapshot) { published <- s }) }()
+	select {
+	case <-rep.started:
+	case <-time.After(failSafe):
+		t.Fatal("the reporter did not start")
+	}
+	k.StopReporting()
+	select {
+	case <-rep.ended:
+	default:
+		t.Fatal("StopReporting returned before the reporter")
+	}
+	k.StopReporting() // a second call does nothing.
+	select {
+	case src.snapshots <- source.Snapshot{}:
+	case <-time.After(failSafe):
+		t.Fatal("the source stopped with the reporter")
+	}
+	<-published
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+
+	stopped := &kubeSource{kube: src, reporter: rep}
+	stopped.StopReporting()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { done <- stopped.Run(ctx2, func(source.Snapshot) {}) }()
+	cancel2()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	select {
+	case <-rep.started:
+		t.Fatal("a reporter stopped before Run started")
+	default:
 	}
 }

@@ -240,11 +240,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		return fmt.Errorf("admin listener: %w", err)
 	}
 	var serving, draining atomic.Bool
-	front := newServer(handOver(rt, &draining), cfg.bodyReadTimeout)
+	stopReports := func() {
+		if r, ok := src.(statusReporting); ok {
+			r.StopReporting()
+		}
+	}
+	succ := newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, rt, s) }, stopReports)
+	front := newServer(handOver(succ.handler(rt), &draining), cfg.bodyReadTimeout)
 	adminSrv := newServer(handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The handover ends after the front door shut down: the predecessor's
+	// side then sends its last releases.
+	handoverCtx, endHandover := context.WithCancel(context.Background())
+	defer endHandover()
 	// Every part sends at most one error; the channels hold them all.
 	const parts = 6
 	failed := make(chan error, parts)
@@ -282,7 +292,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	var once sync.Once
 	spawn("source", func() error {
 		return src.Run(runCtx, func(s source.Snapshot) {
-			apply(logger, probes, samples, rt, s)
+			succ.configure(s)
 			once.Do(func() { firstTiers <- router.ReadinessTiers(s) })
 		})
 	})
@@ -301,6 +311,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 			break
 		}
 		spawn("front door", func() error { return front.Serve(frontLn) })
+		succ.start(handoverCtx, frontLn.Addr().String())
 		serving.Store(true)
 		logger.Info("router started", "node", cfg.nodeName, "listen", frontLn.Addr().String(), "admin_listen", adminLn.Addr().String())
 		if started != nil {
@@ -319,6 +330,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		logger.Info("shutting down", "grace", cfg.shutdownGrace, "timeout", cfg.shutdownTimeout)
 	}
 	admin.NotReady()
+	// The router replacing this one owns the node's status from now on.
+	stopReports()
 	close(notReady)
 	draining.Store(true)
 	if serving.Load() && runErr == nil && cfg.shutdownGrace > 0 {
@@ -332,6 +345,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		grace.Stop()
 	}
 	shutdown(logger, front, adminSrv, cfg.shutdownTimeout)
+	endHandover()
+	succ.stop()
 	cancel()
 	probes.Close()
 	samples.Close()

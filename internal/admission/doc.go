@@ -5,7 +5,9 @@
 // selecting a member (scheduler.Rank for the Capacity strategy, rotation for
 // RoundRobin and direct tiers) and reserving the member and the tier
 // together. The reservation is a Lease, released exactly once. The package
-// also owns tier and member quiesce, drain and atomic reconfiguration.
+// also owns tier and member quiesce, drain and atomic reconfiguration, and
+// the handover of a tier's admission between two owners (HandOver, Adopt):
+// changes are queued for the new owner, never called back under the lock.
 //
 // Under its lock the package must never perform I/O, read a clock, call back
 // into caller code or read a caller-owned map; inputs are validated and copied

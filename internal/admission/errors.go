@@ -31,4 +31,8 @@ var (
 	// ErrNotQuiesced is returned by Drain when its scope is not quiesced, or
 	// is readmitted while Drain waits.
 	ErrNotQuiesced = errors.New("admission: scope not quiesced")
+	// ErrHandedOver is returned by HandOver when the tier's admission is
+	// handed over already, and wrapped (together with ErrTierQuiesced) by
+	// Acquire on a tier whose admission is handed over.
+	ErrHandedOver = errors.New("admission: admission handed over")
 )

@@ -34,6 +34,9 @@ type Tier struct {
 	cursor  int           // 0..len(members)-1.
 	reason  string        // tier quiesce reason; empty = admitting.
 	wake    chan struct{} // closed to wake Drain waiters; nil when none wait.
+	// handover is set while the tier's admission is handed over (HandOver):
+	// Acquire refuses and reservation changes are queued on it.
+	handover *Handover
 }
 
 // membership is the immutable part of a configuration that input validation
@@ -177,6 +180,9 @@ func (t *Tier) admitLocked(v *membership, ready *[MaxMembers]bool, pressure *[Ma
 	if t.reason != "" {
 		return nil, ErrTierQuiesced
 	}
+	if t.handover != nil {
+		return nil, errHandedOverRefusal
+	}
 	if t.ceiling > 0 && t.active >= t.ceiling {
 		return nil, ErrTierFull
 	}
@@ -254,6 +260,9 @@ func (t *Tier) releaseLocked(m *member) {
 	t.active--
 	if m.retired && m.active == 0 {
 		t.retired = slices.DeleteFunc(t.retired, func(r *member) bool { return r == m })
+	}
+	if t.handover != nil {
+		t.handover.noteLocked(m.id, -1)
 	}
 	t.wakeLocked()
 }

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/source"
+)
+
+// Bounds of the lease handover between a router and the one replacing it
+// (docs/ROUTER.md#81-handing-the-ports-over).
+const (
+	// handoverTimeout bounds a starting router's wait for its
+	// predecessor's snapshot, dial included, and so how long its front
+	// door holds inference requests. Both routers run on one host and the
+	// snapshot is taken under each tier's lock in microseconds; a
+	// predecessor that needs seconds is stuck, and the new router then
+	// serves without adopting rather than hold clients longer.
+	handoverTimeout = 3 * time.Second
+	// maxForwardHops bounds how often a request is forwarded from a router
+	// that handed its admission over to the newest one. A rollout overlaps
+	// at most three routers on a node (one draining, one handing over,
+	// one starting); more hops mean the request went round in a circle
+	// (no newer router listens) and it is refused.
+	maxForwardHops = 3
+	// forwardIdleConns bounds the idle loopback connections a router that
+	// handed over keeps to its successor: enough for the keep-alive
+	// clients still on it, which leave within --shutdown-grace.
+	forwardIdleConns = 64
+)
+
+// hopsHeader carries how often a request was forwarded to a successor. A
+// router serving a request itself removes it.
+const hopsHeader = "X-Sluice-Handover-Hops"
+
+// handoverName returns the abstract unix socket name of the handover
+// channel of the routers whose front door listens on addr: both routers of
+// a node bind the same address, in the node's network namespace.
+func handoverName(addr string) string { return "@sluice-router/" + addr }
+
+// succession is a router's side of the lease handover: as a successor it
+// holds inference requests until it adopted its predecessor's leases; as
+// a predecessor it forwards requests to its successor once it handed its
+// admission over, and freezes its configuration meanwhile.
+type succession struct {
+	rt         *router.Router
+	log        *slog.Logger
+	opened     chan struct{} // closed once inference requests may be admitted.
+	openOnce   sync.Once
+	forwarding atomic.Bool
+	forward    *httputil.ReverseProxy // set by start.
+	transport  *http.Transport        // the forward proxy's; set by start.
+	handedOver func()                 // called when the admission was handed over (stops status reports).
+
+	mu     sync.Mutex
+	frozen bool
+	latest *source.Snapshot // the newest snapshot received while frozen.
+	apply  func(source.Snapshot)
+
+	name    string       // the channel's abstract name; set by start.
+	lnMu    sync.Mutex   // guards ln and stopped.
+	ln      net.Listener // the channel's listener while this router holds the name.
+	stopped bool         // stop ran: no listener may be recorded.
+	owner   sync.WaitGroup
+}
+
+// newSuccession returns the succession of rt; apply applies a snapshot,
+// handedOver is called whenever this router hands its admission over.
+func newSuccession(rt *router.Router, logger *slog.Logger, apply func(source.Snapshot), handedOver func()) *succession {
+	return &succession{rt: rt, log: logger, opened: make(chan struct{}), apply: apply, handedOver: handedOver}
+}
+
+// open lets inference requests through.
+func (s *succession) open() { s.openOnce.Do(func() { close(s.opened) }) }
+
+// configure applies snap unless the configuration is frozen (the
+// admission is handed over); a frozen router keeps the newest snapshot
+// and applies it if it admits again.
+func (s *succession) configure(snap source.Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen {
+		s.latest = &snap
+		return
+	}
+	s.apply(snap)
+}
+
+// freeze stops or resumes applying configuration.
+func (s *succession) freeze(frozen bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen = frozen
+	if !frozen && s.latest != nil {
+		s.apply(*s.latest)
+		s.latest = nil
+	}
+}
+
+// handler wraps the front door: once the admission is handed over, every
+// request is forwarded to the successor; before the adoption finished,
+// inference requests wait for it (GET /v1/models does not).
+func (s *succession) handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.forwarding.Load() {
+			s.forwardRequest(w, r)
+			return
+		}
+		r.Header.Del(hopsHeader)
+		if r.URL.Path != "/v1/models" {
+			select {
+			case <-s.opened:
+			default:
+				select {
+				case <-s.opened:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// forwardRequest forwards r unchanged to the front door's address, where
+// the newest router takes it, unless it went round too often.
+func (s *succession) forwardRequest(w http.ResponseWriter, r *http.Request) {
+	hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
+	if hops >= maxForwardHops {
+		writeHandoverError(w, "no router to forward the request to")
+		return
+	}
+	r.Header.Set(hopsHeader, strconv.Itoa(hops+1))
+	s.forward.ServeHTTP(w, r)
+}
+
+// writeHandoverError answers 503 with an OpenAI error object.
+func writeHandoverError(w http.ResponseWriter, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, `{"error":{"message":"`+message+`","type":"service_unavailable","code":"router_handover"}}`+"\n")
+}
+
+// loopbackTarget is the address a router reaches its own front door on:
+// addr with an unspecified host replaced by 127.0.0.1.
+func loopbackTarget(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// start begins the succession once the front door listens on frontAddr:
+// it takes the handover channel's name if free (no predecessor: requests
+// pass at once), or adopts the predecessor's leases over it. The
+// goroutines it starts end after stop.
+func (s *succession) start(ctx context.Context, frontAddr string) {
+	target := loopbackTarget(frontAddr)
+	s.transport = &http.Transport{
+		DialContext:         (&net.Dialer{}).DialContext,
+		MaxIdleConnsPerHost: forwardIdleConns,
+		DisableCompression:  true,
+	}
+	s.forward = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", target
+			pr.Out.Host = pr.In.Host
+		},
+		Transport:     s.transport,
+		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, _ error) {
+			if r.Context().Err() == nil {
+				writeHandoverError(w, "the router replacing this one did not answer")
+			}
+		},
+	}
+	s.name = handoverName(frontAddr)
+	ln, err := listenHandover(s.name)
+	switch {
+	case err == nil:
+		s.open()
+		s.serve(ctx, ln)
+	case errors.Is(err, errHandoverNameTaken):
+		s.owner.Go(func() { s.adopt(ctx) })
+	default:
+		s.log.Warn("no lease handover: the handover channel could not be opened", "error", err.Error())
+		s.open()
+	}
+}
+
+// adopt connects to the predecessor and adopts its leases, then takes the
+// channel's name. Requests pass once the snapshot is adopted, or once the
+// handover failed.
+func (s *succession) adopt(ctx context.Context) {
+	defer s.open()
+	dctx, cancel := context.WithTimeout(ctx, handoverTimeout)
+	defer cancel()
+	conn, err := dialHandover(dctx, s.name)
+	if err != nil {
+		s.log.Warn("no lease handover: the predecessor did not answer", "error", err.Error())
+		s.takeName(ctx)
+		return
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(handoverTimeout))
+	err = s.rt.AdoptHandover(ctx, conn, router.Adoption{Adopted: func(a router.AdoptedLeases) {
+		s.log.Info("predecessor's leases adopted", "adopted", a.Adopted, "ignored", a.Ignored)
+		s.open()
+		s.takeName(ctx)
+	}})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("lease handover ended", "error", err.Error())
+	} else {
+		s.log.Info("predecessor stopped; its remaining leases were released")
+	}
+	select {
+	case <-s.opened:
+	default:
+		s.takeName(ctx)
+	}
+}
+
+// takeName listens on the channel's name for a successor of this router.
+func (s *succession) takeName(ctx context.Context) {
+	ln, err := listenHandover(s.name)
+	if err != nil {
+		s.log.Warn("the handover channel could not be opened: a successor will not adopt this router's leases", "error", err.Error())
+		return
+	}
+	s.serve(ctx, ln)
+}
+
+// serve accepts successors on ln, one at a time, until stop.
+func (s *succession) serve(ctx context.Context, ln net.Listener) {
+	if !s.setListener(ln) {
+		_ = ln.Close()
+		return
+	}
+	s.owner.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// One successor at a time: it takes the name once it adopted.
+			s.setListener(nil)
+			_ = ln.Close()
+			s.freeze(true)
+			s.forwarding.Store(true)
+			s.handedOver()
+			s.log.Info("admission handed over to a successor; requests are forwarded to it")
+			err = s.rt.ServeHandover(ctx, conn)
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			s.forwarding.Store(false)
+			s.freeze(false)
+			s.log.Warn("the successor left; admitting again", "error", err.Error())
+			if ln, err = listenHandover(s.name); err != nil {
+				s.log.Warn("the handover channel could not be reopened", "error", err.Error())
+				return
+			}
+			if !s.setListener(ln) {
+				_ = ln.Close()
+				return
+			}
+		}
+	})
+}
+
+// setListener records ln as the channel's listener; it returns false
+// (recording nothing) when stop closed the channel already.
+func (s *succession) setListener(ln net.Listener) bool {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	if ln != nil && s.stopped {
+		return false
+	}
+	s.ln = ln
+	return true
+}
+
+// stop ends the succession after the front door shut down: ctx (the one
+// start was given) must be cancelled by the caller first, so that the
+// predecessor's side sends its last releases and the successor's side
+// releases what it adopted. It closes the channel's listener and waits
+// for the goroutines.
+func (s *succession) stop() {
+	s.lnMu.Lock()
+	if s.ln != nil {
+		_ = s.ln.Close()
+		s.ln = nil
+	}
+	s.stopped = true
+	s.lnMu.Unlock()
+	s.owner.Wait()
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
+}

@@ -1,0 +1,373 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/admission"
+)
+
+// HandoverVersion names the handover protocol the hello carries
+// (docs/ROUTER.md#81-handing-the-ports-over).
+const HandoverVersion = "sluice-handover/1"
+
+// Bounds of the handover protocol.
+const (
+	// maxHandoverLine bounds one protocol message. The largest is the
+	// snapshot: a router serves at most a few hundred tiers of at most
+	// admission.MaxMembers members, each entry under 400 bytes, so 4 MiB
+	// holds it many times over while a broken peer cannot grow a line
+	// without end.
+	maxHandoverLine = 4 << 20
+	// handoverWriteTimeout bounds one write to the peer. Both routers are
+	// on one host and a message is at most maxHandoverLine; a peer that
+	// takes longer is stuck, and the handover ends as if it had gone.
+	handoverWriteTimeout = 2 * time.Second
+)
+
+// The sentinel errors of the handover.
+var (
+	// ErrHandoverProtocol is returned when the peer sends something the
+	// protocol does not allow: a wrong hello, a malformed or oversized
+	// message, or a message out of order.
+	ErrHandoverProtocol = errors.New("router: handover protocol violation")
+	// ErrSuccessorGone is returned by ServeHandover when the successor
+	// closed the channel or stopped reading before this router stopped:
+	// the tiers admit again.
+	ErrSuccessorGone = errors.New("router: successor gone")
+	// ErrHandedOverAlready is returned by ServeHandover when a tier's
+	// admission is handed over already (another ServeHandover runs).
+	ErrHandedOverAlready = errors.New("router: admission handed over already")
+)
+
+// The kinds of handover messages.
+const (
+	// kindHello opens the channel, from the successor, with the version.
+	kindHello = "hello"
+	// kindSnapshot is the predecessor's leases when it stopped admitting,
+	// one count per member holding leases. Sent once, first.
+	kindSnapshot = "snapshot"
+	// kindChanges are reservation changes since the snapshot, in order.
+	kindChanges = "changes"
+)
+
+// handoverMessage is one line of the protocol.
+type handoverMessage struct {
+	Kind    string          `json:"kind"`
+	Version string          `json:"version,omitempty"` // kindHello only.
+	Counts  []handoverCount `json:"counts,omitempty"`  // kindSnapshot and kindChanges.
+}
+
+// handoverCount is a count of leases of one member of one tier: in a
+// snapshot the leases held, in changes a delta (+1 reserved, -1 released).
+type handoverCount struct {
+	Tier   string `json:"tier"`
+	Member string `json:"member"`
+	Count  int    `json:"count"`
+}
+
+// ServeHandover hands this router's admission over to its successor on
+// conn (docs/ROUTER.md#81-handing-the-ports-over). It reads the
+// successor's hello, then, tier by tier (served and removed tiers still
+// holding leases), stops admitting and records the leases held
+// (admission.Tier.HandOver), sends them as the snapshot, and from then on
+// sends every release of those leases as it happens. The caller must have
+// stopped sending new requests to this router's admission before (they
+// are forwarded to the successor), and should not apply configuration
+// while the handover lasts.
+//
+// It returns nil once ctx ends (this router stopped: its in-flight
+// requests are over), after sending the changes still queued; ctx should
+// end only after the front door's server shut down. It returns an error
+// wrapping ErrSuccessorGone when the successor closes the channel or a
+// write to it fails, ErrHandoverProtocol for a bad hello; in both cases
+// the tiers admit again before it returns. It closes conn.
+func (rt *Router) ServeHandover(ctx context.Context, conn net.Conn) error {
+	defer func() { _ = conn.Close() }()
+	r := newHandoverReader(conn)
+	var hello handoverMessage
+	if err := r.read(&hello); err != nil {
+		return err
+	}
+	if hello.Kind != kindHello || hello.Version != HandoverVersion {
+		return fmt.Errorf("%w: hello %q %q, want %q", ErrHandoverProtocol, hello.Kind, hello.Version, HandoverVersion)
+	}
+	signal := make(chan struct{}, 1)
+	tab := rt.table.Load()
+	type handedTier struct {
+		key string
+		h   *admission.Handover
+	}
+	var tiers []handedTier
+	cancelAll := func() {
+		for _, t := range tiers {
+			t.h.Cancel()
+		}
+	}
+	var snapshot []handoverCount
+	for _, ts := range slices.Concat(tab.served, tab.retired) {
+		h, counts, err := ts.admission.HandOver(signal)
+		if err != nil {
+			cancelAll()
+			return fmt.Errorf("%w: tier %s: %w", ErrHandedOverAlready, ts.key, err)
+		}
+		tiers = append(tiers, handedTier{key: ts.key, h: h})
+		for _, c := range counts {
+			if c.Active > 0 {
+				snapshot = append(snapshot, handoverCount{Tier: ts.key, Member: c.Member, Count: c.Active})
+			}
+		}
+	}
+	w := handoverWriter{conn: conn}
+	if err := w.write(handoverMessage{Kind: kindSnapshot, Counts: snapshot}); err != nil {
+		cancelAll()
+		return err
+	}
+	// The successor sends nothing after its hello: a read returning means
+	// it closed the channel (or broke the protocol).
+	gone := make(chan error, 1)
+	go func() { gone <- r.read(&handoverMessage{}) }()
+	send := func() error {
+		var changes []handoverCount
+		for _, t := range tiers {
+			for _, c := range t.h.Take() {
+				changes = append(changes, handoverCount{Tier: t.key, Member: c.Member, Count: c.Delta})
+			}
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		return w.write(handoverMessage{Kind: kindChanges, Counts: changes})
+	}
+	for {
+		select {
+		case <-signal:
+			if err := send(); err != nil {
+				cancelAll()
+				return err
+			}
+		case err := <-gone:
+			cancelAll()
+			return fmt.Errorf("%w: %w", ErrSuccessorGone, err)
+		case <-ctx.Done():
+			return send()
+		}
+	}
+}
+
+// AdoptedLeases is what AdoptHandover adopted from the predecessor's
+// snapshot.
+type AdoptedLeases struct {
+	// Adopted is the number of leases adopted.
+	Adopted int
+	// Ignored is the number of leases of tiers or members this router does
+	// not serve; they count against nothing here.
+	Ignored int
+}
+
+// Adoption observes AdoptHandover. Its zero value observes nothing.
+type Adoption struct {
+	// Adopted, when set, is called once with what the snapshot adopted,
+	// before any change is applied: the caller opens its front door then.
+	Adopted func(AdoptedLeases)
+	// Changed, when set, is called after each message of changes was
+	// applied (logs and tests).
+	Changed func()
+}
+
+// AdoptHandover takes its predecessor's admission over on conn
+// (docs/ROUTER.md#81-handing-the-ports-over): it sends the hello, reads
+// the snapshot (the caller bounds the wait with conn's deadline), adopts
+// every lease of it as a reservation of this router's admission
+// (admission.Tier.Adopt, ignoring ceilings and quiesce: the requests were
+// admitted already) and calls o.Adopted with what it adopted; a lease of a
+// tier or member this router does not serve is ignored. It then clears
+// conn's deadline and applies the predecessor's changes as they come:
+// each release releases one adopted lease of that member. When the
+// channel ends (the predecessor stopped or crashed), or ctx ends, every
+// lease still adopted is released, and it closes conn.
+//
+// It returns nil when the predecessor closed the channel after the
+// snapshot, ctx.Err() when ctx ended, and an error (wrapping
+// ErrHandoverProtocol for a malformed message) otherwise; o.Adopted is
+// not called when the snapshot did not arrive.
+func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) error {
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	defer func() { _ = conn.Close() }()
+	w := handoverWriter{conn: conn}
+	if err := w.write(handoverMessage{Kind: kindHello, Version: HandoverVersion}); err != nil {
+		return ctxOr(ctx, err)
+	}
+	r := newHandoverReader(conn)
+	var snap handoverMessage
+	if err := r.read(&snap); err != nil {
+		return ctxOr(ctx, err)
+	}
+	if snap.Kind != kindSnapshot {
+		return fmt.Errorf("%w: the first message is not a snapshot", ErrHandoverProtocol)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	leases := adoptedLeases{rt: rt, held: map[adoptedKey][]*admission.Lease{}}
+	defer leases.releaseAll()
+	var summary AdoptedLeases
+	for _, c := range snap.Counts {
+		if c.Count <= 0 {
+			return fmt.Errorf("%w: snapshot count %d", ErrHandoverProtocol, c.Count)
+		}
+		n := leases.adopt(c.Tier, c.Member, c.Count)
+		summary.Adopted += n
+		summary.Ignored += c.Count - n
+	}
+	if o.Adopted != nil {
+		o.Adopted(summary)
+	}
+	for {
+		var m handoverMessage
+		if err := r.read(&m); err != nil {
+			if errors.Is(err, errHandoverEOF) {
+				return nil
+			}
+			return ctxOr(ctx, err)
+		}
+		if m.Kind != kindChanges {
+			return fmt.Errorf("%w: %q where changes were expected", ErrHandoverProtocol, m.Kind)
+		}
+		for _, c := range m.Counts {
+			switch c.Count {
+			case -1:
+				leases.release(c.Tier, c.Member)
+			case 1:
+				leases.adopt(c.Tier, c.Member, 1)
+			default:
+				return fmt.Errorf("%w: change %d", ErrHandoverProtocol, c.Count)
+			}
+		}
+		if o.Changed != nil {
+			o.Changed()
+		}
+	}
+}
+
+// ctxOr returns ctx's error when ctx ended (closing conn made err), err
+// otherwise.
+func ctxOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// adoptedKey names one member of one tier.
+type adoptedKey struct{ tier, member string }
+
+// adoptedLeases are the leases AdoptHandover holds for its predecessor. A
+// release of a member with no adopted lease left (one that was ignored)
+// does nothing.
+type adoptedLeases struct {
+	rt   *Router
+	mu   sync.Mutex
+	held map[adoptedKey][]*admission.Lease
+}
+
+// adopt adopts n leases of member in tier and returns how many it adopted:
+// n, or 0 when this router does not serve the tier or the member.
+func (a *adoptedLeases) adopt(tier, member string, n int) int {
+	ts, served := a.rt.table.Load().lookup(tier)
+	if !served {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := adoptedKey{tier, member}
+	for i := range n {
+		l, err := ts.admission.Adopt(member)
+		if err != nil {
+			return i
+		}
+		a.held[k] = append(a.held[k], l)
+	}
+	return n
+}
+
+// release releases one adopted lease of member in tier, if one is held.
+func (a *adoptedLeases) release(tier, member string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := adoptedKey{tier, member}
+	held := a.held[k]
+	if len(held) == 0 {
+		return
+	}
+	held[len(held)-1].Release()
+	a.held[k] = held[:len(held)-1]
+}
+
+// releaseAll releases every adopted lease still held.
+func (a *adoptedLeases) releaseAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, held := range a.held {
+		for _, l := range held {
+			l.Release()
+		}
+		delete(a.held, k)
+	}
+}
+
+// errHandoverEOF is what handoverReader.read returns when the peer closed
+// the channel between two messages.
+var errHandoverEOF = fmt.Errorf("%w: channel closed", ErrSuccessorGone)
+
+// handoverReader reads the protocol's JSON lines, each at most
+// maxHandoverLine bytes.
+type handoverReader struct{ s *bufio.Scanner }
+
+// newHandoverReader returns a reader of conn's lines.
+func newHandoverReader(conn net.Conn) handoverReader {
+	s := bufio.NewScanner(conn)
+	s.Buffer(make([]byte, 0, 4096), maxHandoverLine)
+	return handoverReader{s: s}
+}
+
+// read decodes the next line into m. It returns errHandoverEOF when the
+// channel closed cleanly between messages.
+func (r handoverReader) read(m *handoverMessage) error {
+	if !r.s.Scan() {
+		if err := r.s.Err(); err != nil {
+			if errors.Is(err, bufio.ErrTooLong) {
+				return fmt.Errorf("%w: message over %d bytes", ErrHandoverProtocol, maxHandoverLine)
+			}
+			return err
+		}
+		return errHandoverEOF
+	}
+	if err := json.Unmarshal(r.s.Bytes(), m); err != nil {
+		return fmt.Errorf("%w: %w", ErrHandoverProtocol, err)
+	}
+	return nil
+}
+
+// handoverWriter writes the protocol's JSON lines, each within
+// handoverWriteTimeout.
+type handoverWriter struct{ conn net.Conn }
+
+// write sends m as one line.
+func (w handoverWriter) write(m handoverMessage) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_ = w.conn.SetWriteDeadline(time.Now().Add(handoverWriteTimeout))
+	if _, err := w.conn.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("%w: %w", ErrSuccessorGone, err)
+	}
+	return nil
+}

@@ -1,0 +1,314 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/source"
+)
+
+// handoverTiers are the tiers of the handover tests: llama with two
+// members of ceiling 2, and other, which some successors do not serve.
+func handoverTiers(withOther bool, llamaMembers ...string) []source.Tier {
+	var ms []memberSpec
+	for _, id := range llamaMembers {
+		ms = append(ms, memberSpec{id: id, endpoint: "http://127.0.0.1:1", max: 2})
+	}
+	tiers := []source.Tier{newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, ms)}
+	if withOther {
+		tiers = append(tiers, newTier("ns/other", []string{"other"}, "", []memberSpec{{id: "solo", endpoint: "http://127.0.0.1:1"}}))
+	}
+	return tiers
+}
+
+// handoverRouter returns a Router serving tiers, every member ready.
+func handoverRouter(t *testing.T, tiers []source.Tier) *Router {
+	t.Helper()
+	rt := New(Options{})
+	t.Cleanup(rt.Close)
+	rt.Apply(source.Snapshot{Tiers: tiers})
+	return rt
+}
+
+// admit acquires a lease of tier on rt or fails the test.
+func admit(t *testing.T, rt *Router, tier string) *admission.Lease {
+	t.Helper()
+	ts, _ := rt.table.Load().lookup(tier)
+	l, _, err := rt.acquire(ts)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", tier, err)
+	}
+	return l
+}
+
+// activeCounts returns tier's member → active count on rt ("" → the tier's).
+func activeCounts(rt *Router, tier string) map[string]int {
+	ts, _ := rt.table.Load().lookup(tier)
+	if ts == nil {
+		return nil
+	}
+	s := ts.admission.Snapshot()
+	out := map[string]int{"": s.Active}
+	for _, m := range s.Members {
+		out[m.ID] = m.Active
+	}
+	return out
+}
+
+// handoverPair is a predecessor serving and a successor adopting over an
+// in-memory pipe.
+type handoverPair struct {
+	served, adoptedDone chan error
+	adopted             chan AdoptedLeases
+	changed             chan struct{}
+	cancelServe         context.CancelFunc
+	cancelAdopt         context.CancelFunc
+}
+
+// handOver runs old.ServeHandover and successor.AdoptHandover on a pipe
+// and waits for the adoption of the snapshot.
+func handOver(t *testing.T, old, successor *Router) *handoverPair {
+	t.Helper()
+	a, b := net.Pipe()
+	sctx, scancel := context.WithCancel(context.Background())
+	actx, acancel := context.WithCancel(context.Background())
+	p := &handoverPair{served: make(chan error, 1), adoptedDone: make(chan error, 1), adopted: make(chan AdoptedLeases, 1),
+		changed: make(chan struct{}, 64), cancelServe: scancel, cancelAdopt: acancel}
+	var wg sync.WaitGroup
+	wg.Go(func() { p.served <- old.ServeHandover(sctx, a) })
+	wg.Go(func() {
+		p.adoptedDone <- successor.AdoptHandover(actx, b, Adoption{
+			Adopted: func(s AdoptedLeases) { p.adopted <- s },
+			Changed: func() { p.changed <- struct{}{} },
+		})
+	})
+	t.Cleanup(func() { scancel(); acancel(); wg.Wait() })
+	return p
+}
+
+// wait returns the value received from c or fails the test after failSafe.
+func wait[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(failSafe):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
+}
+
+// TestHandoverSnapshotAndReleases hands three llama leases and one lease
+// of a tier the successor does not serve over: the successor adopts the
+// llama leases against its own ceilings, ignores the other, releases one
+// for each release the predecessor reports, and the predecessor admits
+// nothing after the snapshot.
+func TestHandoverSnapshotAndReleases(t *testing.T) {
+	old := handoverRouter(t, handoverTiers(true, "gpu0", "gpu1"))
+	successor := handoverRouter(t, handoverTiers(false, "gpu0", "gpu1"))
+	l1, l2, l3 := admit(t, old, "ns/llama"), admit(t, old, "ns/llama"), admit(t, old, "ns/llama")
+	other := admit(t, old, "ns/other")
+	p := handOver(t, old, successor)
+	if got := wait(t, p.adopted, "the adoption"); got != (AdoptedLeases{Adopted: 3, Ignored: 1}) {
+		t.Fatalf("adopted %+v, want 3 adopted and 1 ignored", got)
+	}
+	want := activeCounts(old, "ns/llama")
+	if got := activeCounts(successor, "ns/llama"); got[""] != 3 || got["gpu0"] != want["gpu0"] || got["gpu1"] != want["gpu1"] {
+		t.Fatalf("successor counts %v, predecessor's %v", got, want)
+	}
+	ts, _ := old.table.Load().lookup("ns/llama")
+	if _, _, err := old.acquire(ts); !errors.Is(err, admission.ErrHandedOver) {
+		t.Fatalf("predecessor acquire after the handover = %v, want ErrHandedOver", err)
+	}
+	// The successor's ceiling counts the adopted leases: gpu0 and gpu1
+	// have room for one more between them.
+	fresh := admit(t, successor, "ns/llama")
+	sts, _ := successor.table.Load().lookup("ns/llama")
+	if _, _, err := successor.acquire(sts); !errors.Is(err, admission.ErrTierFull) {
+		t.Fatalf("successor acquire over the ceilings = %v, want ErrTierFull", err)
+	}
+	fresh.Release()
+
+	for i, l := range []*admission.Lease{l1, l2, other, l3} {
+		l.Release()
+		// Every release is sent, the other tier's too (the successor
+		// ignores it).
+		wait(t, p.changed, "a change")
+		got, want := activeCounts(successor, "ns/llama"), activeCounts(old, "ns/llama")
+		if got[""] != want[""] || got["gpu0"] != want["gpu0"] || got["gpu1"] != want["gpu1"] {
+			t.Fatalf("after release %d: successor %v, predecessor %v", i, got, want)
+		}
+	}
+	p.cancelServe()
+	if err := wait(t, p.served, "ServeHandover"); err != nil {
+		t.Fatalf("ServeHandover = %v", err)
+	}
+	if err := wait(t, p.adoptedDone, "AdoptHandover"); err != nil {
+		t.Fatalf("AdoptHandover = %v", err)
+	}
+	if got := activeCounts(successor, "ns/llama"); got[""] != 0 {
+		t.Fatalf("successor counts after the predecessor stopped: %v", got)
+	}
+}
+
+// TestHandoverPredecessorCrashReleasesAll ends the channel abruptly
+// after the snapshot: every adopted lease is released.
+func TestHandoverPredecessorCrashReleasesAll(t *testing.T) {
+	successor := handoverRouter(t, handoverTiers(false, "gpu0", "gpu1"))
+	a, b := net.Pipe()
+	done := make(chan error, 1)
+	adopted := make(chan AdoptedLeases, 1)
+	go func() {
+		done <- successor.AdoptHandover(context.Background(), b, Adoption{Adopted: func(s AdoptedLeases) { adopted <- s }})
+	}()
+	r := newHandoverReader(a)
+	var hello handoverMessage
+	if err := r.read(&hello); err != nil || hello.Kind != kindHello || hello.Version != HandoverVersion {
+		t.Fatalf("hello %+v, %v", hello, err)
+	}
+	w := handoverWriter{conn: a}
+	if err := w.write(handoverMessage{Kind: kindSnapshot, Counts: []handoverCount{
+		{Tier: "ns/llama", Member: "gpu0", Count: 2}, {Tier: "ns/llama", Member: "gpu1", Count: 2}, {Tier: "ns/llama", Member: "gone", Count: 1},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := wait(t, adopted, "the adoption"); got != (AdoptedLeases{Adopted: 4, Ignored: 1}) {
+		t.Fatalf("adopted %+v", got)
+	}
+	if got := activeCounts(successor, "ns/llama"); got[""] != 4 {
+		t.Fatalf("successor counts %v, want 4 adopted", got)
+	}
+	_ = a.Close()
+	if err := wait(t, done, "AdoptHandover"); err != nil {
+		t.Fatalf("AdoptHandover = %v, want nil on a closed channel", err)
+	}
+	if got := activeCounts(successor, "ns/llama"); got[""] != 0 {
+		t.Fatalf("successor counts after the crash: %v, want 0", got)
+	}
+}
+
+// TestHandoverBadPeers covers a predecessor dying before its snapshot, a
+// malformed message, and a successor with a wrong hello or one that
+// leaves: the adopting side adopts nothing and the serving side admits
+// again.
+func TestHandoverBadPeers(t *testing.T) {
+	t.Run("predecessor dies before the snapshot", func(t *testing.T) {
+		successor := handoverRouter(t, handoverTiers(false, "gpu0"))
+		a, b := net.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- successor.AdoptHandover(context.Background(), b, Adoption{Adopted: func(AdoptedLeases) { t.Error("adopted without a snapshot") }})
+		}()
+		if err := newHandoverReader(a).read(&handoverMessage{}); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.Close()
+		if err := wait(t, done, "AdoptHandover"); err == nil {
+			t.Fatal("AdoptHandover = nil without a snapshot")
+		}
+	})
+	t.Run("malformed change", func(t *testing.T) {
+		successor := handoverRouter(t, handoverTiers(false, "gpu0"))
+		a, b := net.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- successor.AdoptHandover(context.Background(), b, Adoption{}) }()
+		_ = newHandoverReader(a).read(&handoverMessage{})
+		w := handoverWriter{conn: a}
+		_ = w.write(handoverMessage{Kind: kindSnapshot, Counts: []handoverCount{{Tier: "ns/llama", Member: "gpu0", Count: 1}}})
+		_ = w.write(handoverMessage{Kind: kindChanges, Counts: []handoverCount{{Tier: "ns/llama", Member: "gpu0", Count: 5}}})
+		if err := wait(t, done, "AdoptHandover"); !errors.Is(err, ErrHandoverProtocol) {
+			t.Fatalf("AdoptHandover = %v, want ErrHandoverProtocol", err)
+		}
+		_ = a.Close()
+		if got := activeCounts(successor, "ns/llama"); got[""] != 0 {
+			t.Fatalf("counts after the protocol error: %v", got)
+		}
+	})
+	t.Run("wrong hello", func(t *testing.T) {
+		old := handoverRouter(t, handoverTiers(false, "gpu0"))
+		a, b := net.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- old.ServeHandover(context.Background(), a) }()
+		_ = handoverWriter{conn: b}.write(handoverMessage{Kind: kindHello, Version: "sluice-handover/0"})
+		if err := wait(t, done, "ServeHandover"); !errors.Is(err, ErrHandoverProtocol) {
+			t.Fatalf("ServeHandover = %v, want ErrHandoverProtocol", err)
+		}
+		admit(t, old, "ns/llama").Release()
+	})
+	t.Run("successor leaves", func(t *testing.T) {
+		old := handoverRouter(t, handoverTiers(false, "gpu0"))
+		held := admit(t, old, "ns/llama")
+		a, b := net.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- old.ServeHandover(context.Background(), a) }()
+		w, r := handoverWriter{conn: b}, newHandoverReader(b)
+		_ = w.write(handoverMessage{Kind: kindHello, Version: HandoverVersion})
+		var snap handoverMessage
+		if err := r.read(&snap); err != nil || snap.Kind != kindSnapshot || len(snap.Counts) != 1 || snap.Counts[0].Count != 1 {
+			t.Fatalf("snapshot %+v, %v", snap, err)
+		}
+		_ = b.Close()
+		if err := wait(t, done, "ServeHandover"); !errors.Is(err, ErrSuccessorGone) {
+			t.Fatalf("ServeHandover = %v, want ErrSuccessorGone", err)
+		}
+		admit(t, old, "ns/llama").Release()
+		held.Release()
+	})
+}
+
+// TestHandoverAdoptedMemberRemoved removes an adopted member from the
+// successor's configuration: the member stops admitting, and the
+// predecessor's release still returns its reservation.
+func TestHandoverAdoptedMemberRemoved(t *testing.T) {
+	old := handoverRouter(t, handoverTiers(false, "gpu0", "gpu1"))
+	successor := handoverRouter(t, handoverTiers(false, "gpu0", "gpu1"))
+	l0, l1 := admit(t, old, "ns/llama"), admit(t, old, "ns/llama")
+	p := handOver(t, old, successor)
+	wait(t, p.adopted, "the adoption")
+	successor.Apply(source.Snapshot{Tiers: handoverTiers(false, "gpu0")})
+	if got := activeCounts(successor, "ns/llama"); got[""] != 2 || got["gpu1"] != 1 {
+		t.Fatalf("successor counts after removing gpu1: %v", got)
+	}
+	for _, l := range []*admission.Lease{l0, l1} {
+		l.Release()
+		wait(t, p.changed, "a change")
+	}
+	if got := activeCounts(successor, "ns/llama"); got[""] != 0 || len(got) != 2 {
+		t.Fatalf("successor counts after the releases: %v, want gpu0 only, idle", got)
+	}
+}
+
+// TestHandoverChain hands over twice: a router that adopted leases hands
+// them, with its own, to a third; the first router's releases travel
+// through the second to the third, and the second's own releases too.
+func TestHandoverChain(t *testing.T) {
+	first := handoverRouter(t, handoverTiers(false, "gpu0", "gpu1"))
+	second := handoverRouter(t, handoverTiers(false, "gpu0", "gpu1"))
+	third := handoverRouter(t, handoverTiers(false, "gpu0", "gpu1"))
+	fromFirst := admit(t, first, "ns/llama")
+	p1 := handOver(t, first, second)
+	wait(t, p1.adopted, "the second's adoption")
+	own := admit(t, second, "ns/llama")
+	p2 := handOver(t, second, third)
+	if got := wait(t, p2.adopted, "the third's adoption"); got.Adopted != 2 {
+		t.Fatalf("third adopted %+v, want 2", got)
+	}
+	fromFirst.Release()
+	wait(t, p1.changed, "the first's release at the second")
+	wait(t, p2.changed, "the first's release at the third")
+	if got := activeCounts(third, "ns/llama"); got[""] != 1 {
+		t.Fatalf("third counts after the first's release: %v", got)
+	}
+	own.Release()
+	wait(t, p2.changed, "the second's release at the third")
+	if got := activeCounts(third, "ns/llama"); got[""] != 0 {
+		t.Fatalf("third counts after every release: %v", got)
+	}
+}
