@@ -217,15 +217,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	probes := readiness.New(readiness.Options{})
 	samples := pressure.New(pressure.Options{Collector: obs.collector()})
 	defer samples.Close()
+	var succ *succession
 	rt := router.New(router.Options{
 		Readiness:         probes,
 		Rechecker:         probes,
 		MemberIdleTimeout: cfg.memberIdleTimeout,
-		Pressure:          samples,
-		Keys:              keys,
-		MaxBodyBytes:      cfg.maxBodyBytes,
-		Logger:            logger,
-		Recorder:          obs.recorder(),
+		// A request that reached admission after the handover goes to the
+		// successor too (succ is set below, before the front door opens).
+		HandedOver:   func(w http.ResponseWriter, r *http.Request) { succ.forwardRequest(w, r) },
+		Pressure:     samples,
+		Keys:         keys,
+		MaxBodyBytes: cfg.maxBodyBytes,
+		Logger:       logger,
+		Recorder:     obs.recorder(),
 	})
 	defer rt.Close()
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
@@ -245,7 +249,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 			r.StopReporting()
 		}
 	}
-	succ := newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, rt, s) }, stopReports)
+	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, rt, s) }, stopReports)
 	front := newServer(handOver(succ.handler(rt), &draining), cfg.bodyReadTimeout)
 	adminSrv := newServer(handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
 

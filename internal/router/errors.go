@@ -12,6 +12,17 @@ var (
 	// ErrInvalidTier is recorded on the admin API for a tier the router could
 	// not apply; it keeps serving the tier's previous configuration, if any.
 	ErrInvalidTier = errors.New("router: tier cannot be applied")
+	// ErrHandoverProtocol is returned when the peer sends something the
+	// protocol does not allow: a wrong hello, a malformed or oversized
+	// message, or a message out of order.
+	ErrHandoverProtocol = errors.New("router: handover protocol violation")
+	// ErrSuccessorGone is returned by ServeHandover when the successor
+	// closed the channel or stopped reading before this router stopped:
+	// the tiers admit again.
+	ErrSuccessorGone = errors.New("router: successor gone")
+	// ErrHandedOverAlready is returned by ServeHandover when a tier's
+	// admission is handed over already (another ServeHandover runs).
+	ErrHandedOverAlready = errors.New("router: admission handed over already")
 )
 
 // Internal errors.

@@ -32,21 +32,6 @@ const (
 	handoverWriteTimeout = 2 * time.Second
 )
 
-// The sentinel errors of the handover.
-var (
-	// ErrHandoverProtocol is returned when the peer sends something the
-	// protocol does not allow: a wrong hello, a malformed or oversized
-	// message, or a message out of order.
-	ErrHandoverProtocol = errors.New("router: handover protocol violation")
-	// ErrSuccessorGone is returned by ServeHandover when the successor
-	// closed the channel or stopped reading before this router stopped:
-	// the tiers admit again.
-	ErrSuccessorGone = errors.New("router: successor gone")
-	// ErrHandedOverAlready is returned by ServeHandover when a tier's
-	// admission is handed over already (another ServeHandover runs).
-	ErrHandedOverAlready = errors.New("router: admission handed over already")
-)
-
 // The kinds of handover messages.
 const (
 	// kindHello opens the channel, from the successor, with the version.

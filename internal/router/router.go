@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -40,6 +41,12 @@ const maxAcquireAttempts = 2
 type Options struct {
 	// Readiness is read for every request. Nil means every member is ready.
 	Readiness ReadinessView
+	// HandedOver serves a request whose tier's admission was handed over to
+	// a successor router (admission.ErrHandedOver) after the request
+	// arrived; its body, already read, is readable again. cmd/router
+	// forwards it to the successor (docs/ROUTER.md#81-handing-the-ports-over).
+	// Nil refuses such a request as a quiesced tier does.
+	HandedOver func(w http.ResponseWriter, r *http.Request)
 	// Rechecker is told which members must prove their readiness again
 	// (docs/ROUTER.md). Nil means no member is ever rechecked: the
 	// readiness probes' own period applies.
@@ -76,17 +83,18 @@ type Options struct {
 // GET /v1/models as an http.Handler, and applies source snapshots with
 // Apply. Create it with New. All methods are safe for concurrent use.
 type Router struct {
-	readiness ReadinessView
-	recheck   Rechecker
-	pressure  PressureView
-	keys      *Keys
-	maxBody   int64
-	log       *slog.Logger
-	recorder  Recorder
-	members   *memberClient
-	clock     clock.PassiveClock
-	ids       *idGenerator
-	proxy     *httputil.ReverseProxy
+	readiness  ReadinessView
+	recheck    Rechecker
+	handedOver func(http.ResponseWriter, *http.Request)
+	pressure   PressureView
+	keys       *Keys
+	maxBody    int64
+	log        *slog.Logger
+	recorder   Recorder
+	members    *memberClient
+	clock      clock.PassiveClock
+	ids        *idGenerator
+	proxy      *httputil.ReverseProxy
 
 	table   atomic.Pointer[table] // read lock-free by every request.
 	applyMu sync.Mutex            // serializes Apply.
@@ -100,15 +108,16 @@ type Router struct {
 // the first Apply.
 func New(opts Options) *Router {
 	rt := &Router{
-		readiness: opts.Readiness,
-		recheck:   opts.Rechecker,
-		pressure:  opts.Pressure,
-		keys:      opts.Keys,
-		maxBody:   opts.MaxBodyBytes,
-		log:       opts.Logger,
-		recorder:  opts.Recorder,
-		clock:     opts.Clock,
-		ids:       newIDGenerator(),
+		readiness:  opts.Readiness,
+		recheck:    opts.Rechecker,
+		handedOver: opts.HandedOver,
+		pressure:   opts.Pressure,
+		keys:       opts.Keys,
+		maxBody:    opts.MaxBodyBytes,
+		log:        opts.Logger,
+		recorder:   opts.Recorder,
+		clock:      opts.Clock,
+		ids:        newIDGenerator(),
 	}
 	if rt.maxBody <= 0 {
 		rt.maxBody = DefaultMaxBodyBytes
@@ -217,6 +226,13 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	lease, cfg, err := rt.acquire(ts)
 	o.Schedule = rt.clock.Since(scheduled)
 	if err != nil {
+		if errors.Is(err, admission.ErrHandedOver) && rt.handedOver != nil {
+			// The tier's admission moved to the router replacing this one
+			// after the request arrived: it goes there, body and all.
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(*buf)), int64(len(*buf))
+			rt.handedOver(w, r)
+			return
+		}
 		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
 		return
 	}
