@@ -111,35 +111,6 @@ func TestWriteTiersRewritesEndpoints(t *testing.T) {
 	}
 }
 
-func TestLineWatcherFindsSplitLines(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	var got string
-	w := &lineWatcher{out: f, found: make(chan struct{}), match: func(l []byte) bool {
-		if bytes.HasPrefix(l, []byte("addr=")) {
-			got = string(l)
-			return true
-		}
-		return false
-	}}
-	for _, chunk := range []string{"first line\nad", "dr=127.0.0.1:9", "\nlater\n"} {
-		if _, err := io.WriteString(w, chunk); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case <-w.found:
-	default:
-		t.Fatal("address line not found")
-	}
-	if got != "addr=127.0.0.1:9" {
-		t.Fatalf("matched %q", got)
-	}
-}
-
 func TestParseFlags(t *testing.T) {
 	o, err := parseFlags(nil, io.Discard)
 	if err != nil || o.rate != defaultRate || o.hiddenLoad != defaultHiddenLoad || o.duration != defaultDuration {

@@ -1,17 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sluice-dev/sluice/bench/startlines"
 )
 
 // Process bounds.
@@ -24,9 +24,6 @@ const (
 	// timeout below it; enginesim's own grace is 10 s but it is idle when
 	// stopped.
 	stopGrace = 10 * time.Second
-	// maxWatchedLine bounds the stderr line a watcher keeps while it looks
-	// for the listen address.
-	maxWatchedLine = 64 << 10
 )
 
 // errExited reports a process that exited while the demo still needed it.
@@ -44,48 +41,6 @@ type proc struct {
 	logFile  *os.File
 }
 
-// lineWatcher is a process's stderr: it copies everything to the log file
-// and hands each complete line to match until match accepts one.
-type lineWatcher struct {
-	mu    sync.Mutex
-	out   *os.File
-	buf   []byte
-	match func(line []byte) bool
-	found chan struct{}
-	done  bool
-}
-
-// Write implements io.Writer; exec calls it from one goroutine.
-func (w *lineWatcher) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, err := w.out.Write(p); err != nil {
-		return 0, err
-	}
-	if w.done {
-		return len(p), nil
-	}
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		line := w.buf[:i]
-		w.buf = w.buf[i+1:]
-		if w.match(line) {
-			w.done = true
-			w.buf = nil
-			close(w.found)
-			return len(p), nil
-		}
-	}
-	if len(w.buf) > maxWatchedLine {
-		w.buf = w.buf[:0]
-	}
-	return len(p), nil
-}
-
 // startProc starts bin with args in a new process group, its stderr (and
 // stdout) in logDir/name.log, and waits until match accepts a line of its
 // stderr. It fails if the process exits first or startTimeout passes; the
@@ -96,7 +51,7 @@ func startProc(ctx context.Context, name, bin string, args []string, logDir stri
 	if err != nil {
 		return nil, err
 	}
-	w := &lineWatcher{out: f, match: match, found: make(chan struct{})}
+	w := startlines.NewWatcher(f, match)
 	// When ctx ends (Ctrl-C, or another process died) the whole group gets
 	// SIGTERM at once; exec kills the process stopGrace later if it is
 	// still running, and stop does the same for the group.
@@ -118,7 +73,7 @@ func startProc(ctx context.Context, name, bin string, args []string, logDir stri
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
 	select {
-	case <-w.found:
+	case <-w.Found():
 		return p, nil
 	case <-p.exited:
 		err = fmt.Errorf("%s %w before it listened (%v); see %s", name, errExited, p.waitErr, logPath)

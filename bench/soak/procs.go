@@ -1,17 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sluice-dev/sluice/bench/startlines"
 )
 
 // Process bounds.
@@ -24,9 +24,6 @@ const (
 	stopGrace = 10 * time.Second
 	// killWait bounds the wait for a SIGKILLed process to be reaped.
 	killWait = 5 * time.Second
-	// maxWatchedLine bounds the line a watcher keeps while it looks for the
-	// listen address.
-	maxWatchedLine = 64 << 10
 )
 
 // Process errors.
@@ -49,48 +46,6 @@ type proc struct {
 	stopping atomic.Bool   // set before the soak stops or kills it
 }
 
-// lineWatcher copies a process's output to its log file and hands each
-// complete line to match until match accepts one.
-type lineWatcher struct {
-	mu    sync.Mutex
-	out   *os.File
-	buf   []byte
-	match func(line []byte) bool
-	found chan struct{}
-	done  bool
-}
-
-// Write implements io.Writer.
-func (w *lineWatcher) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, err := w.out.Write(p); err != nil {
-		return 0, err
-	}
-	if w.done {
-		return len(p), nil
-	}
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		line := w.buf[:i]
-		w.buf = w.buf[i+1:]
-		if w.match(line) {
-			w.done = true
-			w.buf = nil
-			close(w.found)
-			return len(p), nil
-		}
-	}
-	if len(w.buf) > maxWatchedLine {
-		w.buf = w.buf[:0]
-	}
-	return len(p), nil
-}
-
 // startProc starts bin with args in a new process group, its output
 // appended to logDir/name.log, and waits until match accepts a line. It
 // fails if the process exits first or startTimeout passes; the process is
@@ -101,7 +56,7 @@ func startProc(ctx context.Context, name, bin string, args []string, logDir stri
 	if err != nil {
 		return nil, err
 	}
-	w := &lineWatcher{out: f, match: match, found: make(chan struct{})}
+	w := startlines.NewWatcher(f, match)
 	cmd := exec.Command(bin, args...) //nolint:gosec,noctx // the soak runs the binaries it built; it stops them itself.
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = sysProcAttr()
@@ -118,7 +73,7 @@ func startProc(ctx context.Context, name, bin string, args []string, logDir stri
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
 	select {
-	case <-w.found:
+	case <-w.Found():
 		return p, nil
 	case <-p.exited:
 		err = fmt.Errorf("%s: %w before it listened (%v); see %s", name, errExited, p.waitErr, logPath)

@@ -44,3 +44,38 @@ func TestLogWithoutMatcherOnlyKeeps(t *testing.T) {
 		t.Fatalf("kept %q", l.String())
 	}
 }
+
+// TestWatcherWritesThroughAndBoundsPartialLines: every byte reaches the
+// underlying writer, a line split across writes is found, and a partial
+// line longer than maxWatchedLine is dropped rather than kept growing.
+func TestWatcherWritesThroughAndBoundsPartialLines(t *testing.T) {
+	var out strings.Builder
+	var got string
+	w := NewWatcher(&out, func(l []byte) bool {
+		if strings.HasPrefix(string(l), "addr=") {
+			got = string(l)
+			return true
+		}
+		return false
+	})
+	long := strings.Repeat("x", maxWatchedLine+1)
+	for _, chunk := range []string{long, "first line\nad", "dr=127.0.0.1:9", "\nlater\n"} {
+		if _, err := w.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+		if len(w.partial) > maxWatchedLine {
+			t.Fatalf("kept a partial line of %d bytes", len(w.partial))
+		}
+	}
+	select {
+	case <-w.Found():
+	default:
+		t.Fatal("address line not found")
+	}
+	if got != "addr=127.0.0.1:9" {
+		t.Fatalf("matched %q", got)
+	}
+	if out.String() != long+"first line\naddr=127.0.0.1:9\nlater\n" {
+		t.Fatalf("wrote through %d bytes, want every byte", out.Len())
+	}
+}
