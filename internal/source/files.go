@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -215,15 +216,26 @@ func (f *Files) list() ([]string, error) {
 	return names, nil // os.ReadDir sorts by name.
 }
 
-// readBounded reads a file of at most MaxFileBytes, reading one byte more to
-// tell a file of exactly the bound from a larger one. Errors wrap
-// ErrInvalidManifest and never quote the path.
+// readBounded reads a regular file of at most MaxFileBytes, reading one byte
+// more to tell a file of exactly the bound from a larger one. It opens
+// without blocking and checks the type of what it opened (a symbolic link,
+// such as a ConfigMap volume's, counts as its target): a FIFO or a device
+// named *.yaml would otherwise block the scan, and with it reloads and
+// shutdown, or never end. Errors wrap ErrInvalidManifest and never quote the
+// path.
 func readBounded(path string) ([]byte, error) {
-	fh, err := os.Open(path) //nolint:gosec // The operator names the directory; reading its manifests is the point.
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) //nolint:gosec // The operator names the directory; reading its manifests is the point.
 	if err != nil {
 		return nil, fmt.Errorf("%w: the file cannot be opened", ErrInvalidManifest)
 	}
 	defer func() { _ = fh.Close() }()
+	info, err := fh.Stat()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: the file cannot be read", ErrInvalidManifest)
+	case !info.Mode().IsRegular():
+		return nil, fmt.Errorf("%w: not a regular file (%s)", ErrInvalidManifest, fileKind(info.Mode()))
+	}
 	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
 	switch {
 	case err != nil:
@@ -232,6 +244,22 @@ func readBounded(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: the file exceeds %d bytes", ErrInvalidManifest, MaxFileBytes)
 	}
 	return data, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	default:
+		return "an irregular file"
+	}
 }
 
 // snapshot builds the Snapshot of the current state.
