@@ -225,11 +225,11 @@ func checkPlacement(t *testing.T, r *router, tr tier) {
 	var got, want []string
 	for range total {
 		i := predictCapacity(active, ceilings, cursor)
-		resp, err := openChat(ctx, r, chatBody(tr.alias, 16, true), http.Header{"X-Enginesim-Fault": {"stall"}})
+		resp, err := openChat(ctx, r, chatBody(tr.alias, 16, true), http.Header{"X-Enginesim-Fault": {"stall"}}) //nolint:bodyclose // held open until the deferred cleanup closes it.
 		if err != nil {
 			t.Fatal(err)
 		}
-		held = append(held, resp)
+		held = append(held, resp) //nolint:bodyclose // closed by the deferred cleanup.
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("held request %d: status %d", len(held), resp.StatusCode)
 		}
@@ -456,19 +456,22 @@ func drainCall(r *router, key, id string) (rawResponse, error) {
 	return postJSON(context.Background(), url, "")
 }
 
-// startSlow opens a slow stream on the tier and waits for its headers.
-func startSlow(t *testing.T, r *router, alias string) (*http.Response, chan streamResult) {
+// startSlow opens a slow stream on the tier, waits for its headers and
+// returns the member that serves it; the stream is read to its end (and
+// closed) in the background.
+func startSlow(t *testing.T, r *router, alias string) (string, chan streamResult) {
 	t.Helper()
-	resp, err := openChat(context.Background(), r, chatBody(alias, slowTokens, true), nil)
+	resp, err := openChat(context.Background(), r, chatBody(alias, slowTokens, true), nil) //nolint:bodyclose // readStream closes it in the background.
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
 		t.Fatalf("slow stream: status %d", resp.StatusCode)
 	}
 	done := make(chan streamResult, 1)
 	go func() { done <- readStream(resp) }()
-	return resp, done
+	return resp.Header.Get("X-Sluice-Member"), done
 }
 
 // awaitStream waits for a stream's end and checks it completed: every
@@ -496,9 +499,9 @@ func awaitStream(t *testing.T, done chan streamResult, member string) {
 // carry 409 not_quiesced and 503 tier_quiesced.
 func checkDrain(t *testing.T, r *router, tr tier) {
 	f, g := tr.members[0], tr.members[1]
-	respF, doneF := startSlow(t, r, tr.alias)
-	respG, doneG := startSlow(t, r, tr.alias)
-	if mf, mg := respF.Header.Get("X-Sluice-Member"), respG.Header.Get("X-Sluice-Member"); mf != f.id || mg != g.id {
+	mf, doneF := startSlow(t, r, tr.alias)
+	mg, doneG := startSlow(t, r, tr.alias)
+	if mf != f.id || mg != g.id {
 		t.Fatalf("slow streams went to %s and %s, want %s and %s", mf, mg, f.id, g.id)
 	}
 
@@ -543,7 +546,9 @@ func checkDrain(t *testing.T, r *router, tr tier) {
 	}
 
 	// The whole tier, with a stream running on f.
-	_, doneF = startSlow(t, r, tr.alias)
+	if mf, doneF = startSlow(t, r, tr.alias); mf != f.id {
+		t.Fatalf("slow stream went to %s, want %s", mf, f.id)
+	}
 	tr.quiesce = &sluicev1.QuiesceSpec{Tier: "rollout", Members: map[string]sluicev1.QuiesceReason{g.id: "maintenance"}}
 	r.writeTier(t, tr)
 	eventually(t, "tier quiesced", func() (bool, string) {
@@ -642,7 +647,7 @@ func checkUpstreamError(t *testing.T, r *router, tr tier, logPath string) {
 		t.Fatal(err)
 	}
 	want := httptest.NewRecorder()
-	sim.ServeHTTP(want, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody(servedModel, 4, false))))
+	sim.ServeHTTP(want, httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody(servedModel, 4, false))))
 
 	const id = "wl-upstream-error-1"
 	resp, err := openChat(context.Background(), r, chatBody(tr.alias, 4, false), http.Header{"X-Request-Id": {id}})
