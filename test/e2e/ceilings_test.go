@@ -74,6 +74,9 @@ func TestCeilingsHoldUnderConcurrency(t *testing.T) {
 				t.Fatal(err)
 			}
 			refused := res.Statuses[503]
+			// Member shares under this oversubscribed load depend on the
+			// timing of releases and are only logged; TestIntegratedWorkload
+			// asserts placement exactly, from held leases.
 			t.Logf("%s: %d succeeded, %d refused (503), statuses %v, errors %v, members %v",
 				tr.strategy, res.Succeeded, refused, res.Statuses, res.Errors, res.HeaderCounts)
 			if res.Sent != ceilingRequests || res.Succeeded+refused != ceilingRequests ||

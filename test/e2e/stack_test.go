@@ -137,6 +137,10 @@ type tier struct {
 	strategy sluicev1.Strategy // empty: direct tier (one member) or RoundRobin default
 	members  []member
 	upstream sluicev1.UpstreamModel // empty: ServedModel
+	quiesce  *sluicev1.QuiesceSpec  // nil: everything admits
+	// noMetrics leaves the members without a metrics engine: the router
+	// never scrapes them and their pressure always reads unknown.
+	noMetrics bool
 }
 
 // key is the tier's namespace/name.
@@ -152,8 +156,12 @@ func (t tier) manifest() ([]byte, error) {
 	rt.Spec.ServedModel = servedModel
 	rt.Spec.Strategy = t.strategy
 	rt.Spec.UpstreamModel = t.upstream
+	rt.Spec.Quiesce = t.quiesce
 	for _, m := range t.members {
-		sm := sluicev1.Member{ID: m.id, Endpoint: m.engine.url(), Metrics: &sluicev1.MetricsSpec{Engine: "vllm"}}
+		sm := sluicev1.Member{ID: m.id, Endpoint: m.engine.url()}
+		if !t.noMetrics {
+			sm.Metrics = &sluicev1.MetricsSpec{Engine: "vllm"}
+		}
 		if m.ceiling > 0 {
 			c := m.ceiling
 			sm.MaxConcurrency = &c
@@ -170,25 +178,27 @@ func (t tier) manifest() ([]byte, error) {
 type router struct {
 	*process
 	front, admin string
+	// dir is the --tiers-dir the router watches.
+	dir string
 }
 
 // startRouter writes the tiers' manifests to a fresh directory, starts a
 // router on it and waits until every member of every tier is ready.
 func startRouter(t *testing.T, tiers ...tier) *router {
 	t.Helper()
-	dir := t.TempDir()
+	return startRouterArgs(t, nil, tiers...)
+}
+
+// startRouterArgs is startRouter with further router flags (later flags
+// win).
+func startRouterArgs(t *testing.T, extra []string, tiers ...tier) *router {
+	t.Helper()
+	r := &router{dir: t.TempDir()}
 	for _, tr := range tiers {
-		raw, err := tr.manifest()
-		if err != nil {
-			t.Fatalf("tier %s: %v", tr.name, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, tr.name+".yaml"), raw, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		r.writeTier(t, tr)
 	}
-	r := &router{}
-	r.process = startProcess(t, "router", bins.router, []string{
-		"--tiers-dir", dir,
+	args := []string{
+		"--tiers-dir", r.dir,
 		"--node-name", nodeName,
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0",
@@ -196,7 +206,9 @@ func startRouter(t *testing.T, tiers ...tier) *router {
 		// No handover grace: no second router takes over here, and the
 		// drain test checks the front door closes while streams run.
 		"--shutdown-grace", "0s",
-	}, startlines.RouterAddrs(&r.front, &r.admin))
+	}
+	args = append(args, extra...)
+	r.process = startProcess(t, "router", bins.router, args, startlines.RouterAddrs(&r.front, &r.admin))
 	for _, tr := range tiers {
 		eventually(t, "members of "+tr.key()+" ready", func() (bool, string) {
 			v, err := r.tierCapacity(tr.key())
@@ -215,6 +227,24 @@ func startRouter(t *testing.T, tiers ...tier) *router {
 		})
 	}
 	return r
+}
+
+// writeTier writes the tier's manifest into the router's tiers directory,
+// replacing the previous one atomically (a rename), so the router never
+// reads half a file.
+func (r *router) writeTier(t *testing.T, tr tier) {
+	t.Helper()
+	raw, err := tr.manifest()
+	if err != nil {
+		t.Fatalf("tier %s: %v", tr.name, err)
+	}
+	tmp := filepath.Join(r.dir, "."+tr.name+".tmp")
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(r.dir, tr.name+".yaml")); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // baseURL is the router's OpenAI API root.

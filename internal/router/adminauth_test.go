@@ -1,0 +1,145 @@
+package router
+
+import (
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/source"
+)
+
+// countingReadiness is a fakeReadiness that counts its reads.
+type countingReadiness struct {
+	*fakeReadiness
+	reads atomic.Int64
+}
+
+func (c *countingReadiness) Ready(tier string) (map[string]bool, error) {
+	c.reads.Add(1)
+	return c.fakeReadiness.Ready(tier)
+}
+
+// countingHandler counts the requests that reached h.
+type countingHandler struct {
+	h     http.Handler
+	calls atomic.Int64
+}
+
+func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.calls.Add(1)
+	c.h.ServeHTTP(w, r)
+}
+
+// TestAdminAuthenticatesBeforeReading sends every authenticated admin
+// route a request without a token, with a wrong token and with a token of
+// the wrong scheme: each is answered 401 invalid_admin_token with
+// WWW-Authenticate before anything is read — no readiness or pressure read
+// (the capacity view's sources) and no call of a route's handler (the
+// decision log's routes, added through Admin.Handle as cmd/router adds
+// them). The same request with the right token reads its sources.
+func TestAdminAuthenticatesBeforeReading(t *testing.T) {
+	ready := &countingReadiness{fakeReadiness: &fakeReadiness{}}
+	pressure := &fakePressure{}
+	rt := New(Options{
+		Readiness: ready,
+		Rechecker: ready.fakeReadiness,
+		Pressure:  pressure,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	t.Cleanup(rt.Close)
+	quiesced := func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "upgrade"} }
+	snap := source.Snapshot{Tiers: []source.Tier{
+		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]memberSpec{{"gpu0", "http://127.0.0.1:1", 2}, {"gpu1", "http://127.0.0.1:2", 2}}, quiesced),
+	}}
+	ready.reconfigure(ReadinessTiers(snap))
+	rt.Apply(snap)
+	pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(1000), "gpu1": fresh(2000)})
+
+	token, err := ParseKeys([]byte("admin-token\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmin(rt, AdminOptions{Token: token})
+	log, _ := newEvidenceLog(t, "")
+	handlers := map[string]*countingHandler{}
+	log.RegisterRoutes(func(pattern string, h http.Handler) {
+		c := &countingHandler{h: h}
+		handlers[pattern] = c
+		a.Handle(pattern, c)
+	})
+	if len(handlers) != 3 {
+		t.Fatalf("the decision log registered %d routes, want 3", len(handlers))
+	}
+	handlerCalls := func() int64 {
+		var n int64
+		for _, c := range handlers {
+			n += c.calls.Load()
+		}
+		return n
+	}
+	// reads counts every read of a source the admin routes can reach.
+	reads := func() int64 {
+		return ready.reads.Load() + pressure.peeks.Load() + pressure.snapshots.Load() + handlerCalls()
+	}
+
+	for _, tt := range []struct {
+		method, path string
+		// sourced: the accepted request must read a source (the capacity
+		// view and the decision log's routes); the tier views read only
+		// the router's applied table and the drain only its admission.
+		sourced bool
+		ok      int
+	}{
+		{http.MethodGet, "/admin/v1/capacity", true, http.StatusOK},
+		{http.MethodGet, "/admin/v1/decisions?limit=5", true, http.StatusOK},
+		{http.MethodGet, "/admin/v1/decisions/summary", true, http.StatusOK},
+		{http.MethodGet, "/admin/v1/decisions/req-1", true, http.StatusNotFound},
+		{http.MethodGet, "/admin/v1/tiers", false, http.StatusOK},
+		{http.MethodGet, "/admin/v1/tiers/ns/llama", false, http.StatusOK},
+		{http.MethodPost, "/admin/v1/tiers/ns/llama/drain?timeout=1s", false, http.StatusOK},
+	} {
+		for _, bad := range []struct {
+			name   string
+			header http.Header
+		}{
+			{"missing token", nil},
+			{"wrong token", http.Header{"Authorization": {"Bearer wrong-token"}}},
+			{"wrong scheme", http.Header{"Authorization": {"Basic admin-token"}}},
+			{"empty bearer", http.Header{"Authorization": {"Bearer "}}},
+		} {
+			before := reads()
+			w := serveAdmin(t, a, tt.method, tt.path, bad.header)
+			if w.status != http.StatusUnauthorized || errorCode(t, []byte(w.body.String())) != "invalid_admin_token" || w.header.Get("WWW-Authenticate") != "Bearer" {
+				t.Errorf("%s %s with %s = %d %s (WWW-Authenticate %q), want 401 invalid_admin_token",
+					tt.method, tt.path, bad.name, w.status, w.body.String(), w.header.Get("WWW-Authenticate"))
+			}
+			if got := reads() - before; got != 0 {
+				t.Errorf("%s %s with %s read %d times before it was refused", tt.method, tt.path, bad.name, got)
+			}
+		}
+		before := reads()
+		w := serveAdmin(t, a, tt.method, tt.path, http.Header{"Authorization": {"Bearer admin-token"}})
+		if w.status != tt.ok {
+			t.Errorf("%s %s with the token = %d %s, want %d", tt.method, tt.path, w.status, w.body.String(), tt.ok)
+		}
+		if got := reads() - before; tt.sourced && got == 0 {
+			t.Errorf("%s %s with the token read nothing: the counters do not observe its reads", tt.method, tt.path)
+		}
+	}
+}
+
+// serveAdmin serves one admin request and returns the recorded response.
+func serveAdmin(t *testing.T, a *Admin, method, path string, header http.Header) *recorder {
+	t.Helper()
+	r := mustRequest(t, method, path)
+	for k, v := range header {
+		r.Header[k] = v
+	}
+	w := newRecorder()
+	a.ServeHTTP(w, r)
+	return w
+}
