@@ -298,3 +298,23 @@ func countLines(logs string, subs ...string) int {
 	}
 	return n
 }
+
+// TestInterfaceAddrs proves the default address source reads this host's
+// interfaces: every host has a loopback interface, and every address comes
+// back valid and unmapped, as hostAddrSet compares them.
+func TestInterfaceAddrs(t *testing.T) {
+	addrs, err := InterfaceAddrs()
+	if err != nil {
+		t.Fatalf("InterfaceAddrs: %v", err)
+	}
+	loopback := false
+	for _, a := range addrs {
+		if !a.IsValid() || a.Is4In6() {
+			t.Errorf("address %v is not valid and unmapped", a)
+		}
+		loopback = loopback || a.IsLoopback()
+	}
+	if !loopback {
+		t.Fatalf("InterfaceAddrs = %v, want a loopback address among them", addrs)
+	}
+}
