@@ -227,16 +227,16 @@ func TestMemberLocalityAddressSource(t *testing.T) {
 	src.set(nil, "192.0.2.10")
 	f := newFixture(t, fixtureOptions{hostAddrs: src.read})
 	local := newTier("ns/local", []string{"local"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8000", 0}})
-	any := newTier("ns/any", []string{"any"}, "", []memberSpec{{"gpu0", "http://192.0.2.77:8000", 0}},
+	anyTier := newTier("ns/any", []string{"any"}, "", []memberSpec{{"gpu0", "http://192.0.2.77:8000", 0}},
 		func(s *v1alpha1.ReplicaTierSpec) { s.MemberLocality = v1alpha1.MemberLocalityAny })
-	f.apply(local, any)
+	f.apply(local, anyTier)
 	if n := src.readCount(); n != 0 {
 		t.Fatalf("loopback and Any tiers read the addresses %d times", n)
 	}
 
 	moved := newTier("ns/moved", []string{"moved"}, "", []memberSpec{{"gpu0", "http://192.0.2.50:8000", 0}, {"gpu1", "http://192.0.2.51:8000", 0}},
 		func(s *v1alpha1.ReplicaTierSpec) { s.Strategy = v1alpha1.StrategyRoundRobin })
-	f.apply(local, any, moved)
+	f.apply(local, anyTier, moved)
 	if n := src.readCount(); n != 1 {
 		t.Fatalf("one Apply read the addresses %d times", n)
 	}
@@ -244,15 +244,15 @@ func TestMemberLocalityAddressSource(t *testing.T) {
 		t.Fatalf("ns/moved before the node has its addresses = %+v", m)
 	}
 	src.set(nil, "192.0.2.10", "192.0.2.50", "192.0.2.51")
-	f.apply(local, any, moved)
+	f.apply(local, anyTier, moved)
 	if m := appliedTier(t, f, "ns/moved"); m.ApplyError != "" || len(m.Members) != 2 {
 		t.Fatalf("ns/moved after the node gained its addresses = %+v", m)
 	}
 
 	const marker = "ADDR-SOURCE-SENTINEL"
 	src.set(errors.New(marker))
-	f.apply(local, any, moved)
-	f.apply(local, any, moved)
+	f.apply(local, anyTier, moved)
+	f.apply(local, anyTier, moved)
 	m := appliedTier(t, f, "ns/moved")
 	wantMsg := ErrInvalidTier.Error() + ": member gpu0: endpoint host is not loopback and this node's addresses could not be read (spec.memberLocality: SameHost)"
 	if m.ApplyError != wantMsg || len(m.Members) != 2 {
