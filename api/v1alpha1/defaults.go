@@ -56,3 +56,12 @@ func (s *ReplicaTierSpec) EffectiveUpstreamModel() UpstreamModel {
 	}
 	return s.UpstreamModel
 }
+
+// EffectiveMemberLocality is the member locality a tier runs: SameHost
+// unless the tier asks for Any.
+func (s *ReplicaTierSpec) EffectiveMemberLocality() MemberLocality {
+	if s.MemberLocality == "" {
+		return MemberLocalitySameHost
+	}
+	return s.MemberLocality
+}

@@ -47,6 +47,21 @@ const (
 	UpstreamModelAlias UpstreamModel = "Alias"
 )
 
+// MemberLocality selects which hosts a tier's member endpoints may name.
+// +kubebuilder:validation:Enum=SameHost;Any
+type MemberLocality string
+
+const (
+	// MemberLocalitySameHost requires every member endpoint's host to be
+	// loopback (localhost, 127.0.0.0/8, ::1) or an address of the node the
+	// router runs on: a tier's scheduling assumes its members are replicas
+	// on one host. It is what a tier without memberLocality does.
+	MemberLocalitySameHost MemberLocality = "SameHost"
+	// MemberLocalityAny accepts any endpoint host, for deliberate setups
+	// whose members run on another machine.
+	MemberLocalityAny MemberLocality = "Any"
+)
+
 // Engine names the metrics dialect of a member's inference engine.
 // +kubebuilder:validation:Enum=vllm;sglang;llamacpp;tgi
 type Engine string
@@ -107,6 +122,13 @@ type ReplicaTierSpec struct {
 	// caller sent it. Absent means ServedModel.
 	// +optional
 	UpstreamModel UpstreamModel `json:"upstreamModel,omitempty"`
+
+	// MemberLocality selects which hosts member endpoints may name:
+	// SameHost requires each endpoint's host to be loopback or an address
+	// of the router's node, and the router refuses to apply a tier that
+	// breaks it; Any accepts every host. Absent means SameHost.
+	// +optional
+	MemberLocality MemberLocality `json:"memberLocality,omitempty"`
 
 	// Strategy selects how a replica tier picks a member. Absent means
 	// RoundRobin; it must be absent on a direct tier (one member).

@@ -105,6 +105,12 @@ func ValidateSpec(s *ReplicaTierSpec, path *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(path.Child("upstreamModel"), s.UpstreamModel,
 			[]string{string(UpstreamModelServedModel), string(UpstreamModelAlias)}))
 	}
+	switch s.MemberLocality {
+	case "", MemberLocalitySameHost, MemberLocalityAny:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("memberLocality"), s.MemberLocality,
+			[]string{string(MemberLocalitySameHost), string(MemberLocalityAny)}))
+	}
 	errs = append(errs, validateCeiling(s.MaxConcurrency, path.Child("maxConcurrency"))...)
 	errs = append(errs, validateMembers(s.Members, path.Child("members"))...)
 	if s.Upstream != nil {

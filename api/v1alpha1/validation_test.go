@@ -191,3 +191,18 @@ func TestLostAliases(t *testing.T) {
 		})
 	}
 }
+
+func TestEffectiveMemberLocality(t *testing.T) {
+	for _, tc := range []struct {
+		in, want sluicev1.MemberLocality
+	}{
+		{"", sluicev1.MemberLocalitySameHost},
+		{sluicev1.MemberLocalitySameHost, sluicev1.MemberLocalitySameHost},
+		{sluicev1.MemberLocalityAny, sluicev1.MemberLocalityAny},
+	} {
+		s := sluicev1.ReplicaTierSpec{MemberLocality: tc.in}
+		if got := s.EffectiveMemberLocality(); got != tc.want {
+			t.Errorf("EffectiveMemberLocality() with %q = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

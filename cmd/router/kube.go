@@ -41,6 +41,16 @@ type tierSource interface {
 	Run(ctx context.Context, publish func(source.Snapshot)) error
 }
 
+// hostAddrs is where the router reads this host's addresses for the
+// SameHost member check (router.Options.HostAddrs): the interface
+// addresses, in both modes. In kube mode the router runs in its DaemonSet
+// with hostNetwork: true (config/router/daemonset.yaml and the chart's
+// router template), so its interfaces are the node's: a member endpoint on
+// any address of the node is on this host, one on a pod IP or on another
+// node's address is not. They are read when a snapshot is applied, not
+// polled (docs/ROUTER.md#5-configuration-changes).
+func hostAddrs() router.HostAddrs { return router.InterfaceAddrs }
+
 // newTierSource returns the files source when --tiers-dir is set and the
 // kube source otherwise; the kube source reports status through admin's
 // capacity view. It contacts nothing yet.

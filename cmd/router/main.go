@@ -222,6 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		Readiness:         probes,
 		Rechecker:         probes,
 		MemberIdleTimeout: cfg.memberIdleTimeout,
+		HostAddrs:         hostAddrs(),
 		// A request that reached admission after the handover goes to the
 		// successor too (succ is set below, before the front door opens).
 		HandedOver:   func(w http.ResponseWriter, r *http.Request) { succ.forwardRequest(w, r) },

@@ -1,6 +1,9 @@
 package router
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The sentinel errors of the package. Errors that carry detail wrap one of
 // these with %w; check them with errors.Is.
@@ -12,6 +15,10 @@ var (
 	// ErrInvalidTier is recorded on the admin API for a tier the router could
 	// not apply; it keeps serving the tier's previous configuration, if any.
 	ErrInvalidTier = errors.New("router: tier cannot be applied")
+	// ErrMemberNotLocal wraps ErrInvalidTier for a tier with memberLocality
+	// SameHost that names a member whose endpoint host is neither loopback
+	// nor an address of this host.
+	ErrMemberNotLocal = fmt.Errorf("%w", ErrInvalidTier)
 	// ErrHandoverProtocol is returned when the peer sends something the
 	// protocol does not allow: a wrong hello, a malformed or oversized
 	// message, or a message out of order.

@@ -280,6 +280,7 @@ type fixtureOptions struct {
 	maxBody      int64
 	decisionFile string      // a JSONL file sink for the decision log.
 	tls          *tls.Config // Options.TLSConfig.
+	hostAddrs    HostAddrs   // Options.HostAddrs.
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -301,6 +302,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		Keys:         o.keys,
 		MaxBodyBytes: o.maxBody,
 		TLSConfig:    o.tls,
+		HostAddrs:    o.hostAddrs,
 		Logger:       slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.

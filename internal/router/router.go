@@ -77,6 +77,11 @@ type Options struct {
 	// long (--member-idle-timeout); keep it below the engines' own
 	// keep-alive timeout. Zero or negative means DefaultMemberIdleTimeout.
 	MemberIdleTimeout time.Duration
+	// HostAddrs returns this host's addresses. Apply reads it when a tier
+	// with memberLocality SameHost names a member whose endpoint host is not
+	// loopback, at most once per snapshot; such a member must have one of
+	// these addresses. Nil means InterfaceAddrs.
+	HostAddrs HostAddrs
 }
 
 // Router is the front door of one node: it serves the inference routes and
@@ -99,6 +104,14 @@ type Router struct {
 	table   atomic.Pointer[table] // read lock-free by every request.
 	applyMu sync.Mutex            // serializes Apply.
 
+	hostAddrs HostAddrs
+	// loggedFailures are the apply failures of the last Apply, so that a
+	// refused generation is logged once; guarded by applyMu.
+	loggedFailures map[string]applyFailure
+	// addrsFailed says the last Apply could not read hostAddrs; guarded by
+	// applyMu.
+	addrsFailed bool
+
 	// onRelease, when set (tests only), is called after every call of
 	// admission.Lease.Release the router makes.
 	onRelease func(tier, member string)
@@ -118,6 +131,10 @@ func New(opts Options) *Router {
 		recorder:   opts.Recorder,
 		clock:      opts.Clock,
 		ids:        newIDGenerator(),
+		hostAddrs:  opts.HostAddrs,
+	}
+	if rt.hostAddrs == nil {
+		rt.hostAddrs = InterfaceAddrs
 	}
 	if rt.maxBody <= 0 {
 		rt.maxBody = DefaultMaxBodyBytes

@@ -121,8 +121,9 @@ func (t *table) lookup(key string) (*tierState, bool) {
 }
 
 // newTierConfig converts a source tier into the router's configuration and
-// the admission configuration and intent to apply with it.
-func newTierConfig(t source.Tier) (*tierConfig, admission.Config, admission.Intent, error) {
+// the admission configuration and intent to apply with it. addrs are this
+// host's addresses, for the tier's member locality.
+func newTierConfig(t source.Tier, addrs *hostAddrSet) (*tierConfig, admission.Config, admission.Intent, error) {
 	s := &t.Spec
 	cfg := &tierConfig{tier: t, headerTimeout: v1alpha1.DefaultResponseHeaderTimeout, idleTimeout: v1alpha1.DefaultIdleTimeout}
 	if u := s.Upstream; u != nil {
@@ -151,6 +152,9 @@ func newTierConfig(t source.Tier) (*tierConfig, admission.Config, admission.Inte
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			// The member id is safe to name; the endpoint is not quoted.
 			return nil, admission.Config{}, admission.Intent{}, fmt.Errorf("%w: member %s has an unusable endpoint", ErrInvalidTier, m.ID)
+		}
+		if err := checkLocality(s, m.ID, u.Hostname(), addrs); err != nil {
+			return nil, admission.Config{}, admission.Intent{}, err
 		}
 		mc := admission.MemberConfig{ID: m.ID}
 		if m.MaxConcurrency != nil {
@@ -220,11 +224,15 @@ func (rt *Router) Apply(s source.Snapshot) {
 		fileErrors:  s.Errors,
 		applyErrors: map[string]applyFailure{},
 	}
+	addrs := &hostAddrSet{source: rt.hostAddrs} // read at most once, when a SameHost tier needs it.
 	for _, t := range s.Tiers {
-		ts, err := rt.applyTier(known[t.Key], t)
+		ts, err := rt.applyTier(known[t.Key], t, addrs)
 		if err != nil {
-			next.applyErrors[t.Key] = applyFailure{namespace: t.Namespace, name: t.Name, generation: t.Generation, message: err.Error()}
-			rt.log.Warn("tier not applied", "tier", t.Key, "error", err.Error())
+			f := applyFailure{namespace: t.Namespace, name: t.Name, generation: t.Generation, message: err.Error()}
+			next.applyErrors[t.Key] = f
+			if rt.loggedFailures[t.Key] != f { // once per refused generation, not once per snapshot.
+				rt.log.Warn("tier not applied", "tier", t.Key, "generation", t.Generation, "error", f.message)
+			}
 		}
 		if ts == nil {
 			continue
@@ -243,6 +251,12 @@ func (rt *Router) Apply(s source.Snapshot) {
 			next.retired = append(next.retired, ts)
 		}
 	}
+	if addrs.err != nil && !rt.addrsFailed {
+		// The cause is not logged: it is raw Go error text.
+		rt.log.Warn("host addresses could not be read: SameHost tiers accept loopback members only")
+	}
+	rt.addrsFailed = addrs.err != nil
+	rt.loggedFailures = next.applyErrors
 	slices.SortFunc(next.served, byKey)
 	slices.SortFunc(next.retired, byKey)
 	next.models = modelsBody(next.aliases)
@@ -260,8 +274,8 @@ func (rt *Router) Apply(s source.Snapshot) {
 // the Rechecker (docs/ROUTER.md#5-configuration-changes), so that the
 // member is not ready by the time admission can pick it, and stays out
 // until a probe started after the readmission passes.
-func (rt *Router) applyTier(ts *tierState, t source.Tier) (*tierState, error) {
-	cfg, acfg, intent, err := newTierConfig(t)
+func (rt *Router) applyTier(ts *tierState, t source.Tier, addrs *hostAddrSet) (*tierState, error) {
+	cfg, acfg, intent, err := newTierConfig(t, addrs)
 	if err != nil {
 		if ts != nil && ts.cfg.Load() == nil {
 			ts = nil

@@ -297,10 +297,10 @@ var _ = Describe("ReplicaTier controller", func() {
 		Eventually(condition(ctx, t, sluicev1.ConditionReady)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonMembersAdmitting, 2)))
 	})
 
-	// Every generation the API accepts, the router can apply today
-	// (v1alpha1.Validate and the router agree on endpoints and bounds), so
-	// the router's own status writer reports the failure here, exactly as
-	// internal/status writes a router.Router.Applied failure.
+	// The router's own status writer reports the failure here, exactly as
+	// internal/status writes a router.Router.Applied failure; the router
+	// itself refusing a generation (a member off the node, under
+	// memberLocality SameHost) is in router_kube_test.go.
 	It("reports a generation the router cannot apply as Programmed=False ApplyFailed, and clears it", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		t := tierIn(ns, "llama", ns)

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -128,6 +129,42 @@ var _ = Describe("router with the kube source", func() {
 
 		By("readmitting the tier: both members admit")
 		Expect(mergePatch(ctx, t, `{"spec":{"quiesce":{"tier":null}}}`)).To(Succeed())
+		servedBy(r, alias, "gpu0", "gpu1")
+	})
+
+	It("refuses a generation naming a member off the node as Programmed=False ApplyFailed and keeps the previous one serving", func(ctx context.Context) {
+		gpu0, gpu1 := newTestEngine(), newTestEngine()
+		t := capacityTier(ns, "llama", node, "llama-"+ns, gpu0, gpu1)
+		Expect(k8sClient.Create(ctx, t)).To(Succeed())
+		r := startRouter(saCfg, node)
+		alias := t.Spec.Aliases[0]
+		servedBy(r, alias, "gpu0", "gpu1")
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).WithTimeout(routerTimeout).
+			Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonApplied, 1)))
+
+		By("moving gpu1 to an address of no interface of this host (192.0.2.0/24 is reserved for documentation)")
+		members := func(gpu1Endpoint string) string {
+			return fmt.Sprintf(`{"spec":{"members":[{"id":"gpu0","endpoint":%q,"maxConcurrency":4},{"id":"gpu1","endpoint":%q,"maxConcurrency":4}]}}`,
+				gpu0.endpoint(), gpu1Endpoint)
+		}
+		Expect(mergePatch(ctx, t, members("http://192.0.2.1:8000"))).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).WithTimeout(routerTimeout).
+			Should(Equal(want(metav1.ConditionFalse, sluicev1.ReasonApplyFailed, 2)))
+		cur := get(ctx, t)
+		Expect(cur.Status.Router.AppliedGeneration).To(Equal(int64(1)))
+		Expect(cur.Status.Router.ApplyError).To(Equal(&sluicev1.ApplyError{Generation: 2,
+			Message: "router: tier cannot be applied: member gpu1: endpoint host is not loopback or an address of this node (spec.memberLocality: SameHost)"}))
+		c := meta.FindStatusCondition(cur.Status.Conditions, string(sluicev1.ConditionProgrammed))
+		Expect(c.Message).To(ContainSubstring("cannot apply generation 2 (it still applies generation 1)"))
+		Expect(c.Message).To(ContainSubstring("spec.memberLocality: SameHost"))
+		Expect(c.Message).NotTo(ContainSubstring("192.0.2.1"))
+		Expect(r.logs.String()).NotTo(ContainSubstring("192.0.2.1"))
+
+		By("fixing gpu1: the error is removed and generation 3 is programmed")
+		Expect(mergePatch(ctx, t, members(gpu1.endpoint()))).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).WithTimeout(routerTimeout).
+			Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonApplied, 3)))
+		Expect(get(ctx, t).Status.Router.ApplyError).To(BeNil())
 		servedBy(r, alias, "gpu0", "gpu1")
 	})
 

@@ -67,6 +67,10 @@ func Rows() []Row {
 		{Desc: "valid upstream model ServedModel", Mutate: func(t *sluicev1.ReplicaTier) {
 			t.Spec.UpstreamModel = sluicev1.UpstreamModelServedModel
 		}},
+		{Desc: "valid member locality Any", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.MemberLocality = sluicev1.MemberLocalityAny }},
+		{Desc: "valid member locality SameHost", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.MemberLocality = sluicev1.MemberLocalitySameHost
+		}},
 		{Desc: "valid direct tier without strategy or ceiling", Mutate: func(t *sluicev1.ReplicaTier) {
 			t.Spec.Strategy = ""
 			t.Spec.Members = t.Spec.Members[:1]
@@ -126,6 +130,8 @@ func Rows() []Row {
 			WantErrors: []string{"spec.strategy", "Unsupported value"}},
 		{Desc: "unknown upstream model", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.UpstreamModel = "Caller" },
 			WantErrors: []string{"spec.upstreamModel", "Unsupported value"}},
+		{Desc: "unknown member locality", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.MemberLocality = "SameNode" },
+			WantErrors: []string{"spec.memberLocality", "Unsupported value"}},
 		{Desc: "tier ceiling zero", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.MaxConcurrency = ptr(0) },
 			WantErrors: []string{"spec.maxConcurrency", "greater than or equal to 1"}},
 		{Desc: "tier ceiling above bound", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.MaxConcurrency = ptr(100001) },

@@ -1,0 +1,320 @@
+package router
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// fakeHostAddrs is a HostAddrs whose addresses and error a test sets, and
+// which counts its reads.
+type fakeHostAddrs struct {
+	mu    sync.Mutex
+	addrs []netip.Addr
+	err   error
+	reads int
+}
+
+func (f *fakeHostAddrs) read() ([]netip.Addr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	return f.addrs, f.err
+}
+
+func (f *fakeHostAddrs) set(err error, addrs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.addrs, f.err = nil, err
+	for _, a := range addrs {
+		f.addrs = append(f.addrs, netip.MustParseAddr(a))
+	}
+}
+
+func (f *fakeHostAddrs) readCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
+}
+
+// sameHostRule is the rule a refused member's message names.
+const sameHostRule = "endpoint host is not loopback or an address of this node (spec.memberLocality: SameHost)"
+
+// TestHostAddrSetLocal proves which endpoint hosts count as this host's:
+// localhost, 127.0.0.0/8 and ::1 without reading the addresses, and this
+// host's addresses compared as unmapped addresses without zones; nothing
+// else, not the unspecified addresses and not a name.
+func TestHostAddrSetLocal(t *testing.T) {
+	for _, tc := range []struct {
+		host      string
+		local     bool
+		needsRead bool
+	}{
+		{"localhost", true, false},
+		{"LocalHost", true, false},
+		{"127.0.0.1", true, false},
+		{"127.8.9.10", true, false},
+		{"::1", true, false},
+		{"::1%lo", true, false},
+		{"::ffff:127.0.0.1", true, false},
+		{"192.0.2.10", true, true},
+		{"::ffff:192.0.2.10", true, true},
+		{"2001:db8::10", true, true},
+		{"fe80::1%eth0", true, true},
+		{"fe80::1", true, true},
+		{"192.0.2.20", true, true}, // listed by the source as IPv4-mapped IPv6.
+		{"192.0.2.11", false, true},
+		{"::ffff:192.0.2.11", false, true},
+		{"2001:db8::11", false, true},
+		{"fe80::2%eth0", false, true},
+		{"0.0.0.0", false, true},
+		{"::", false, true},
+		{"engine.internal", false, false},
+		{"", false, false},
+	} {
+		src := &fakeHostAddrs{}
+		src.set(nil, "192.0.2.10", "2001:db8::10", "fe80::1%eth0", "::ffff:192.0.2.20")
+		set := &hostAddrSet{source: src.read}
+		got, err := set.local(tc.host)
+		if err != nil || got != tc.local {
+			t.Errorf("local(%q) = %v, %v; want %v", tc.host, got, err, tc.local)
+		}
+		if reads := src.readCount(); reads != map[bool]int{false: 0, true: 1}[tc.needsRead] {
+			t.Errorf("local(%q) read the addresses %d times", tc.host, reads)
+		}
+		_, _ = set.local(tc.host)
+		if reads := src.readCount(); reads > 1 {
+			t.Errorf("a second local(%q) read the addresses again: %d reads", tc.host, reads)
+		}
+	}
+
+	failing := &fakeHostAddrs{}
+	failing.set(errors.New("netlink: no such device"))
+	set := &hostAddrSet{source: failing.read}
+	if ok, err := set.local("127.0.0.1"); !ok || err != nil {
+		t.Errorf("loopback with a failing source = %v, %v", ok, err)
+	}
+	if ok, err := set.local("192.0.2.10"); ok || !errors.Is(err, errHostAddrs) {
+		t.Errorf("non-loopback with a failing source = %v, %v; want errHostAddrs", ok, err)
+	}
+}
+
+// TestMemberLocality proves a SameHost tier is applied only when every
+// member is loopback or on a node address: a new tier with a remote member
+// is not served, an update adding one keeps the previous generation in
+// force, and Applied and the admin tiers view say why without the
+// endpoint; Any serves the remote member; fixing the tier clears the
+// error; a refused generation is logged once.
+func TestMemberLocality(t *testing.T) {
+	src := &fakeHostAddrs{}
+	src.set(nil, "192.0.2.10", "2001:db8::10")
+	f := newFixture(t, fixtureOptions{hostAddrs: src.read})
+	up := newUpstream(t, "gpu0", nil)
+	const remote = "http://192.0.2.99:8000"
+
+	loopback := newTier("ns/loopback", []string{"loop"}, v1alpha1.StrategyRoundRobin, []memberSpec{
+		{"v4", "http://127.0.0.2:8000", 0}, {"v6", "http://[::1]:8000", 0}, {"name", "http://localhost:8000", 0},
+		{"mapped", "http://[::ffff:127.0.0.1]:8000", 0}})
+	node := newTier("ns/node", []string{"node"}, v1alpha1.StrategyRoundRobin, []memberSpec{
+		{"v4", "http://192.0.2.10:8000", 0}, {"v6", "http://[2001:db8::10]:8000", 0}})
+	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}})
+	llama.Generation = 1
+	stranger := newTier("ns/stranger", []string{"stranger"}, "", []memberSpec{{"gpu1", remote, 0}})
+	stranger.Generation = 1
+	f.apply(loopback, node, llama, stranger)
+
+	applied := map[string]AppliedTier{}
+	for _, a := range f.rt.Applied() {
+		applied[a.Key] = a
+	}
+	for _, key := range []string{"ns/loopback", "ns/node", "ns/llama"} {
+		if a := applied[key]; a.ApplyError != "" || len(a.Members) == 0 {
+			t.Errorf("%s = %+v, want applied", key, a)
+		}
+	}
+	want := ErrInvalidTier.Error() + ": member gpu1: " + sameHostRule
+	if a := applied["ns/stranger"]; a.ApplyError != want || a.Generation != 0 || a.FailedGeneration != 1 || len(a.Members) != 0 {
+		t.Fatalf("ns/stranger = %+v, want refused with %q", a, want)
+	}
+	if resp, _ := f.mustPost(pathChatCompletions, chat("stranger"), nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the refused tier answered %d", resp.StatusCode)
+	}
+	f.outcome()
+	if got := quick(t, f); got != "gpu0" {
+		t.Fatalf("llama routed to %q", got)
+	}
+
+	// An update introducing a remote member: generation 1 keeps serving.
+	update := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}, {"gpu1", remote, 0}})
+	update.Generation = 2
+	f.apply(loopback, node, update, stranger)
+	f.apply(loopback, node, update, stranger) // the same generations again: nothing new to log.
+	l := appliedTier(t, f, "ns/llama")
+	if l.Generation != 1 || strings.Join(l.Members, ",") != "gpu0" || l.FailedGeneration != 2 || l.ApplyError != want {
+		t.Fatalf("ns/llama after a remote member = %+v", l)
+	}
+	if got := quick(t, f); got != "gpu0" {
+		t.Fatalf("llama routed to %q", got)
+	}
+	status, body := f.adminGet("/admin/v1/tiers", nil)
+	var view TiersView
+	if err := json.Unmarshal(body, &view); status != http.StatusOK || err != nil {
+		t.Fatalf("tiers = %d %s", status, body)
+	}
+	for _, v := range view.Tiers {
+		switch v.Tier {
+		case "ns/llama", "ns/stranger":
+			if v.ApplyError != want {
+				t.Errorf("tier view %s apply error %q, want %q", v.Tier, v.ApplyError, want)
+			}
+		default:
+			if v.ApplyError != "" {
+				t.Errorf("tier view %s apply error %q", v.Tier, v.ApplyError)
+			}
+		}
+	}
+	logs := f.logs.String()
+	for _, text := range []string{string(body), logs} {
+		if strings.Contains(text, "192.0.2.99") {
+			t.Fatalf("an endpoint leaked: %s", text)
+		}
+	}
+	if n := countLines(logs, "tier not applied", `"tier":"ns/llama"`); n != 1 {
+		t.Fatalf("generation 2 of ns/llama logged %d times, want once:\n%s", n, logs)
+	}
+	if n := countLines(logs, "tier not applied", `"tier":"ns/stranger"`); n != 1 {
+		t.Fatalf("generation 1 of ns/stranger logged %d times, want once:\n%s", n, logs)
+	}
+
+	// Any serves the remote member; a fixed tier clears its error.
+	update.Generation = 3
+	update.Spec.MemberLocality = v1alpha1.MemberLocalityAny
+	stranger.Generation = 2
+	stranger.Spec.Members[0].Endpoint = "http://127.0.0.1:8000"
+	f.apply(loopback, node, update, stranger)
+	if l := appliedTier(t, f, "ns/llama"); l.Generation != 3 || strings.Join(l.Members, ",") != "gpu0,gpu1" || l.ApplyError != "" {
+		t.Fatalf("ns/llama with memberLocality Any = %+v", l)
+	}
+	if s := appliedTier(t, f, "ns/stranger"); s.Generation != 2 || s.ApplyError != "" || s.FailedGeneration != 0 {
+		t.Fatalf("ns/stranger fixed = %+v", s)
+	}
+
+	// A later refused generation is logged again.
+	update.Generation = 4
+	update.Spec.MemberLocality = v1alpha1.MemberLocalitySameHost
+	f.apply(loopback, node, update, stranger)
+	if n := countLines(f.logs.String(), "tier not applied", `"tier":"ns/llama"`); n != 2 {
+		t.Fatalf("ns/llama refusals logged %d times, want twice", n)
+	}
+	if l := appliedTier(t, f, "ns/llama"); l.Generation != 3 || l.FailedGeneration != 4 {
+		t.Fatalf("ns/llama after SameHost again = %+v", l)
+	}
+}
+
+// TestMemberLocalityAddressSource proves the host's addresses are read once
+// per Apply, only when a SameHost tier has a member that is not loopback,
+// so an address the node gains counts at the next configuration change;
+// and that a source that fails refuses such members with its own message,
+// logged once without the source's error text, while loopback tiers serve.
+func TestMemberLocalityAddressSource(t *testing.T) {
+	src := &fakeHostAddrs{}
+	src.set(nil, "192.0.2.10")
+	f := newFixture(t, fixtureOptions{hostAddrs: src.read})
+	local := newTier("ns/local", []string{"local"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8000", 0}})
+	anyTier := newTier("ns/any", []string{"any"}, "", []memberSpec{{"gpu0", "http://192.0.2.77:8000", 0}},
+		func(s *v1alpha1.ReplicaTierSpec) { s.MemberLocality = v1alpha1.MemberLocalityAny })
+	f.apply(local, anyTier)
+	if n := src.readCount(); n != 0 {
+		t.Fatalf("loopback and Any tiers read the addresses %d times", n)
+	}
+
+	moved := newTier("ns/moved", []string{"moved"}, "", []memberSpec{{"gpu0", "http://192.0.2.50:8000", 0}, {"gpu1", "http://192.0.2.51:8000", 0}},
+		func(s *v1alpha1.ReplicaTierSpec) { s.Strategy = v1alpha1.StrategyRoundRobin })
+	f.apply(local, anyTier, moved)
+	if n := src.readCount(); n != 1 {
+		t.Fatalf("one Apply read the addresses %d times", n)
+	}
+	if m := appliedTier(t, f, "ns/moved"); m.ApplyError == "" || m.Generation != 0 {
+		t.Fatalf("ns/moved before the node has its addresses = %+v", m)
+	}
+	src.set(nil, "192.0.2.10", "192.0.2.50", "192.0.2.51")
+	f.apply(local, anyTier, moved)
+	if m := appliedTier(t, f, "ns/moved"); m.ApplyError != "" || len(m.Members) != 2 {
+		t.Fatalf("ns/moved after the node gained its addresses = %+v", m)
+	}
+
+	const marker = "ADDR-SOURCE-SENTINEL"
+	src.set(errors.New(marker))
+	f.apply(local, anyTier, moved)
+	f.apply(local, anyTier, moved)
+	m := appliedTier(t, f, "ns/moved")
+	wantMsg := ErrInvalidTier.Error() + ": member gpu0: endpoint host is not loopback and this node's addresses could not be read (spec.memberLocality: SameHost)"
+	if m.ApplyError != wantMsg || len(m.Members) != 2 {
+		t.Fatalf("ns/moved with a failing source = %+v, want the previous configuration and %q", m, wantMsg)
+	}
+	for _, key := range []string{"ns/local", "ns/any"} {
+		if a := appliedTier(t, f, key); a.ApplyError != "" {
+			t.Fatalf("%s with a failing source = %+v", key, a)
+		}
+	}
+	logs := f.logs.String()
+	if strings.Contains(logs, marker) {
+		t.Fatalf("the source's error text was logged:\n%s", logs)
+	}
+	if n := countLines(logs, "host addresses could not be read"); n != 1 {
+		t.Fatalf("the failing source was logged %d times, want once", n)
+	}
+}
+
+// appliedTier returns the tier key of Applied.
+func appliedTier(t *testing.T, f *fixture, key string) AppliedTier {
+	t.Helper()
+	for _, a := range f.rt.Applied() {
+		if a.Key == key {
+			return a
+		}
+	}
+	t.Fatalf("%s is not in Applied", key)
+	return AppliedTier{}
+}
+
+// countLines counts the lines of logs that contain every one of subs.
+func countLines(logs string, subs ...string) int {
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(line, s)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// TestInterfaceAddrs proves the default address source reads this host's
+// interfaces: every host has a loopback interface, and every address comes
+// back valid and unmapped, as hostAddrSet compares them.
+func TestInterfaceAddrs(t *testing.T) {
+	addrs, err := InterfaceAddrs()
+	if err != nil {
+		t.Fatalf("InterfaceAddrs: %v", err)
+	}
+	loopback := false
+	for _, a := range addrs {
+		if !a.IsValid() || a.Is4In6() {
+			t.Errorf("address %v is not valid and unmapped", a)
+		}
+		loopback = loopback || a.IsLoopback()
+	}
+	if !loopback {
+		t.Fatalf("InterfaceAddrs = %v, want a loopback address among them", addrs)
+	}
+}
