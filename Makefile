@@ -24,7 +24,8 @@ FUZZ_TARGETS := \
 	./internal/scheduler:FuzzMalformedRank \
 	./internal/pressure:FuzzParse \
 	./internal/router:FuzzModelField \
-	./internal/router:FuzzRewriteModel
+	./internal/router:FuzzRewriteModel \
+	./internal/sse:FuzzScanner
 
 # VERSION and REVISION are stamped into every program (--version) and image
 # (OCI labels). A checkout without a release tag is v0.1.0-dev.

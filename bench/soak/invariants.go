@@ -353,12 +353,86 @@ func abortExplained(r requestRecord, kills []killEvent) bool {
 	case faultResetMidBody, faultTruncateSSE, faultStallIdle:
 		return true
 	}
+	return killedInFlight(r, kills)
+}
+
+// killedInFlight reports whether r's member was killed while r was in
+// flight.
+func killedInFlight(r requestRecord, kills []killEvent) bool {
 	for _, k := range kills {
 		if k.Member == r.Member && k.At >= r.Start && k.At <= r.End {
 			return true
 		}
 	}
 	return false
+}
+
+// The router's stream outcomes the soak checks (docs/ROUTER.md#3-terminal-paths).
+const (
+	endComplete  = "complete"
+	endTruncated = "truncated"
+)
+
+// streamOutcomeResult is the check of the router's own decision records
+// against what the soak did to each request.
+type streamOutcomeResult struct {
+	// Records is the number of decision records read from the router's
+	// decision log file.
+	Records int `json:"records"`
+	// ByEnd counts the driver's requests that have a record, per the
+	// record's stream outcome.
+	ByEnd map[string]int `json:"by_end"`
+	// TruncateFaults is the number of truncate_sse requests an engine
+	// logged (it cut them) that have a record.
+	TruncateFaults int `json:"truncate_faults"`
+	// Bad is the number of records that contradict the request: a
+	// truncate_sse request an engine cut recorded other than truncated
+	// (complete never; another outcome only when its member was killed in
+	// flight), or a request whose client got the engine's whole answer
+	// recorded other than complete.
+	Bad int `json:"bad"`
+	// Examples are some contradicting records.
+	Examples []string `json:"examples,omitempty"`
+}
+
+// checkStreamOutcomes compares the router's stream outcome of each request
+// (ends, by request id; a request without a record is not checked) with
+// what the soak did to it. It also fails when truncate_sse requests were
+// cut and none of them has a record: the log was not read.
+func checkStreamOutcomes(records []requestRecord, ends map[string]string, kills []killEvent, logged map[string]bool) streamOutcomeResult {
+	res := streamOutcomeResult{Records: len(ends), ByEnd: map[string]int{}}
+	bad := func(r requestRecord, end, why string) {
+		res.Bad++
+		if len(res.Examples) < maxExamples {
+			res.Examples = append(res.Examples, fmt.Sprintf("%s (%s, fault %q) recorded %s: %s", r.ID, r.Outcome, r.Fault, end, why))
+		}
+	}
+	cut := 0
+	for _, r := range records {
+		truncated := r.Fault == faultTruncateSSE && logged[r.ID]
+		if truncated {
+			cut++
+		}
+		end, ok := ends[r.ID]
+		if !ok {
+			continue
+		}
+		res.ByEnd[end]++
+		switch {
+		case truncated:
+			res.TruncateFaults++
+			if end == endComplete || end != endTruncated && !killedInFlight(r, kills) {
+				bad(r, end, "the engine cut the stream, want truncated")
+			}
+		case r.Outcome == outcomeOK && end != endComplete:
+			bad(r, end, "the client got the whole answer, want complete")
+		}
+	}
+	if cut > 0 && res.TruncateFaults == 0 {
+		res.Bad++
+		res.Examples = append(res.Examples, fmt.Sprintf("none of the %d cut truncate_sse requests has a decision record", cut))
+	}
+	return res
 }
 
 // resources is a sample of the router process.

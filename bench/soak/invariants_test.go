@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/router"
 )
 
@@ -183,6 +188,89 @@ func TestCheckOutcomes(t *testing.T) {
 	}
 	if res.ByOutcome[outcomeAborted] != 3 || res.ByOutcome[outcomeOK] != 2 {
 		t.Fatalf("by outcome %v", res.ByOutcome)
+	}
+}
+
+// TestCheckStreamOutcomes: a truncate_sse request the engine cut must be
+// recorded truncated (complete is always wrong; another outcome only when
+// its member was killed in flight), a whole answer complete; requests
+// without a record are not checked.
+func TestCheckStreamOutcomes(t *testing.T) {
+	kills := []killEvent{{Member: "gpu0", At: ms(1000)}}
+	records := []requestRecord{
+		{ID: "cut", Fault: faultTruncateSSE, Outcome: outcomeAborted},
+		{ID: "cut as complete", Fault: faultTruncateSSE, Outcome: outcomeAborted},
+		{ID: "cut as upstream_error", Fault: faultTruncateSSE, Outcome: outcomeAborted, Member: "gpu1", Start: ms(900), End: ms(1100)},
+		{ID: "cut, killed", Fault: faultTruncateSSE, Outcome: outcomeAborted, Member: "gpu0", Start: ms(900), End: ms(1100)},
+		{ID: "cut, killed, complete", Fault: faultTruncateSSE, Outcome: outcomeAborted, Member: "gpu0", Start: ms(900), End: ms(1100)},
+		{ID: "not cut", Fault: faultTruncateSSE, Outcome: outcomeErrorPrefix + "capacity_exhausted"},
+		{ID: "cut, no record", Fault: faultTruncateSSE, Outcome: outcomeAborted},
+		{ID: "ok", Outcome: outcomeOK},
+		{ID: "ok as truncated", Outcome: outcomeOK},
+		{ID: "reset", Fault: faultResetMidBody, Outcome: outcomeAborted},
+	}
+	logged := map[string]bool{"cut": true, "cut as complete": true, "cut as upstream_error": true, "cut, killed": true,
+		"cut, killed, complete": true, "cut, no record": true, "ok": true, "ok as truncated": true, "reset": true}
+	ends := map[string]string{
+		"cut": "truncated", "cut as complete": "complete", "cut as upstream_error": "upstream_error",
+		"cut, killed": "upstream_error", "cut, killed, complete": "complete", "ok": "complete",
+		"ok as truncated": "truncated", "reset": "upstream_error", "other": "complete",
+	}
+	res := checkStreamOutcomes(records, ends, kills, logged)
+	if res.Bad != 4 || res.TruncateFaults != 5 || res.Records != len(ends) {
+		t.Fatalf("bad %d, truncate faults %d, records %d; want 4 (cut as complete, cut as upstream_error, "+
+			"cut, killed, complete, ok as truncated), 5, %d: %v", res.Bad, res.TruncateFaults, res.Records, len(ends), res.Examples)
+	}
+	for _, id := range []string{"cut as complete", "cut as upstream_error", "cut, killed, complete", "ok as truncated"} {
+		if !strings.Contains(strings.Join(res.Examples, "\n"), id+" (") {
+			t.Errorf("examples %v lack %q", res.Examples, id)
+		}
+	}
+	if res.ByEnd["complete"] != 3 || res.ByEnd["truncated"] != 2 || res.ByEnd["upstream_error"] != 3 {
+		t.Errorf("by end %v", res.ByEnd)
+	}
+
+	// Cut requests without any record: the log was not read.
+	if res := checkStreamOutcomes(records, map[string]string{}, kills, logged); res.Bad != 1 {
+		t.Fatalf("no records: bad %d, want 1: %v", res.Bad, res.Examples)
+	}
+	// A run without cut streams and without records is fine.
+	if res := checkStreamOutcomes(records[7:8], nil, nil, logged); res.Bad != 0 {
+		t.Fatalf("no truncate faults: bad %d: %v", res.Bad, res.Examples)
+	}
+}
+
+// TestReadDecisionEnds reads a decision log file: admitted records by
+// request id, refusals and unparsable lines skipped.
+func TestReadDecisionEnds(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var buf []byte
+	for _, r := range []evidence.Record{
+		{RequestID: "a", Time: start, Duration: time.Millisecond, Alias: "m", Tier: "soak/chaos", Outcome: evidence.OutcomeAdmitted,
+			Status: 200, Member: "gpu0", Dispatch: 10 * time.Microsecond, FirstByte: 100 * time.Microsecond, End: evidence.StreamTruncated},
+		{RequestID: "b", Time: start, Duration: time.Millisecond, Alias: "m", Tier: "soak/chaos", Outcome: evidence.OutcomeNotAdmitted,
+			Status: 503, Code: evidence.CodeCapacityExhausted},
+	} {
+		line, err := r.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf = append(append(buf, bytes.TrimSuffix(line, []byte("\n"))...), '\n')
+	}
+	buf = append(buf, "not a record\n"...)
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	if err := os.WriteFile(path, buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ends := map[string]string{}
+	if err := readDecisionEnds(path, ends); err != nil {
+		t.Fatal(err)
+	}
+	if len(ends) != 1 || ends["a"] != "truncated" {
+		t.Fatalf("ends %v, want a: truncated only", ends)
+	}
+	if err := readDecisionEnds(path+".missing", ends); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
 	}
 }
 

@@ -312,6 +312,13 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The router writes its last decision records when it stops.
+	routerExit := s.router.unexpectedExit()
+	s.router.stop()
+	ends, err := s.decisionEnds()
+	if err != nil {
+		return nil, err
+	}
 	logged := map[string]bool{}
 	for _, recs := range logs {
 		for _, r := range recs {
@@ -322,6 +329,7 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 		Seed: o.seed, DurationSeconds: elapsed.Seconds(), Engines: o.engines, Workers: o.workers,
 		Requests:       len(all2),
 		Outcomes:       checkOutcomes(all2, c.kills, logged),
+		StreamOutcomes: checkStreamOutcomes(all2, ends, c.kills, logged),
 		Faults:         faultCounts(c.faults, all2, logged),
 		Overshoot:      checkOvershoot(logs, s.hist, admitSlack, abandonedEnds(all2), o.strictOvershoot),
 		Duplicates:     checkDuplicates(logs),
@@ -339,7 +347,7 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 	for _, k := range rep.Kills {
 		rep.KillExcess += k.Excess
 	}
-	rep.Invariants = evaluate(rep, o, serving, s.router.unexpectedExit())
+	rep.Invariants = evaluate(rep, o, serving, routerExit)
 	return rep, nil
 }
 
@@ -370,6 +378,8 @@ func evaluate(rep *report, o options, serving requestRecord, routerExit error) [
 		check(invOvershoot, rep.Overshoot.Violations == 0, "%d arrivals above the ceiling: %v",
 			rep.Overshoot.Violations, rep.Overshoot.Examples),
 		check(invOutcomes, rep.Outcomes.Bad == 0, "%d bad answers: %v", rep.Outcomes.Bad, rep.Outcomes.Examples),
+		check(invStreamEnds, rep.StreamOutcomes.Bad == 0, "%d records contradict their requests: %v",
+			rep.StreamOutcomes.Bad, rep.StreamOutcomes.Examples),
 		check(invDuplicates, rep.Duplicates.Duplicates == 0 && rep.Duplicates.Unidentified == 0,
 			"%d duplicated ids, %d without id: %v", rep.Duplicates.Duplicates, rep.Duplicates.Unidentified, rep.Duplicates.Examples),
 		check(invResources, len(checkResources(rep.Baseline, rep.Final, o.slack)) == 0, "%v",

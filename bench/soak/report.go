@@ -23,6 +23,7 @@ const (
 	invRequests   = "enough_requests"
 	invFaults     = "enough_faults"
 	invKillExcess = "kill_excess_within_threshold"
+	invStreamEnds = "stream_outcomes_recorded"
 )
 
 // invariant is one checked invariant.
@@ -34,28 +35,29 @@ type invariant struct {
 
 // report is the soak's JSON report.
 type report struct {
-	Seed            uint64            `json:"seed"`
-	DurationSeconds float64           `json:"duration_seconds"`
-	Engines         int               `json:"engines"`
-	Workers         int               `json:"workers"`
-	Requests        int               `json:"requests"`
-	Outcomes        outcomeResult     `json:"outcomes"`
-	Faults          map[string]int    `json:"faults"`
-	FaultClasses    map[string]int    `json:"fault_classes"`
-	Overshoot       overshootResult   `json:"overshoot"`
-	Duplicates      duplicateResult   `json:"duplicates"`
-	LeakedLeases    []string          `json:"leaked_leases"`
-	AccountingErrs  []string          `json:"accounting_errors"`
-	Kills           []killResult      `json:"kills"`
-	KillExcess      int               `json:"kill_excess"`
-	Drains          map[string]int    `json:"drains"`
-	Baseline        resources         `json:"baseline"`
-	Final           resources         `json:"final"`
-	Slack           resourceSlack     `json:"slack"`
-	ConfigEpochs    int               `json:"config_epochs"`
-	Invariants      []invariant       `json:"invariants"`
-	Thresholds      map[string]int    `json:"thresholds"`
-	Extra           map[string]string `json:"extra,omitempty"`
+	Seed            uint64              `json:"seed"`
+	DurationSeconds float64             `json:"duration_seconds"`
+	Engines         int                 `json:"engines"`
+	Workers         int                 `json:"workers"`
+	Requests        int                 `json:"requests"`
+	Outcomes        outcomeResult       `json:"outcomes"`
+	StreamOutcomes  streamOutcomeResult `json:"stream_outcomes"`
+	Faults          map[string]int      `json:"faults"`
+	FaultClasses    map[string]int      `json:"fault_classes"`
+	Overshoot       overshootResult     `json:"overshoot"`
+	Duplicates      duplicateResult     `json:"duplicates"`
+	LeakedLeases    []string            `json:"leaked_leases"`
+	AccountingErrs  []string            `json:"accounting_errors"`
+	Kills           []killResult        `json:"kills"`
+	KillExcess      int                 `json:"kill_excess"`
+	Drains          map[string]int      `json:"drains"`
+	Baseline        resources           `json:"baseline"`
+	Final           resources           `json:"final"`
+	Slack           resourceSlack       `json:"slack"`
+	ConfigEpochs    int                 `json:"config_epochs"`
+	Invariants      []invariant         `json:"invariants"`
+	Thresholds      map[string]int      `json:"thresholds"`
+	Extra           map[string]string   `json:"extra,omitempty"`
 }
 
 // faultClassOf maps each counted fault to its class: the seven kinds of

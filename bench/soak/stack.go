@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/router"
 )
 
@@ -144,6 +145,7 @@ func (s *stack) startRouter(ctx context.Context) error {
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0",
 		"--shutdown-timeout", routerShutdownTimeout.String(),
+		"--decision-log-file", s.decisionLog(),
 	}, s.logDir, startlines.RouterAddrs(&front, &admin))
 	if err != nil {
 		return err
@@ -339,6 +341,42 @@ func (s *stack) getJSON(ctx context.Context, url string, v any) error {
 		return err
 	}
 	return json.Unmarshal(body, v)
+}
+
+// decisionLog is the router's decision log file.
+func (s *stack) decisionLog() string { return filepath.Join(s.logDir, "decisions.jsonl") }
+
+// decisionEnds reads the router's decision log file, the previous one
+// (rotated) first, and returns the stream outcome of each admitted
+// request by request id. Lines that do not parse are skipped.
+func (s *stack) decisionEnds() (map[string]string, error) {
+	ends := map[string]string{}
+	for _, path := range []string{s.decisionLog() + ".1", s.decisionLog()} {
+		if err := readDecisionEnds(path, ends); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return ends, nil
+}
+
+// readDecisionEnds adds the stream outcomes of the admitted records of the
+// decision log file at path to ends.
+func readDecisionEnds(path string, ends map[string]string) error {
+	f, err := os.Open(path) //nolint:gosec // the soak's own work directory.
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), evidence.MaxLineBytes)
+	for sc.Scan() {
+		r, err := evidence.ParseRecord(sc.Bytes())
+		if err != nil || r.Outcome != evidence.OutcomeAdmitted {
+			continue
+		}
+		ends[r.RequestID] = string(r.End)
+	}
+	return sc.Err()
 }
 
 // engineLogs reads every engine's request log.

@@ -322,6 +322,8 @@ func parseAttempt(raw json.RawMessage, r *Record) error {
 		return errInconsistent
 	case class != StatusClass(r.Status):
 		return errInconsistent
+	case r.End == StreamMalformed && class != "2xx":
+		return errInconsistent // only 2xx event streams have their framing checked.
 	case durUS > micros(r.Duration) || fbUS > durUS:
 		return errInconsistent
 	}

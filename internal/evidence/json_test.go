@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
@@ -86,7 +87,8 @@ func sorted(s []string) []string {
 // TestRoundTrip checks that ParseRecord reads back exactly what
 // MarshalJSON wrote, for every kind of record.
 func TestRoundTrip(t *testing.T) {
-	for _, r := range []Record{capacityRecord(t), roundRobinRecord(), notAdmittedRecord(), refusedRecord()} {
+	truncated, malformed := streamedRecord("req-truncated", StreamTruncated), streamedRecord("req-malformed", StreamMalformed)
+	for _, r := range []Record{capacityRecord(t), roundRobinRecord(), notAdmittedRecord(), refusedRecord(), truncated, malformed} {
 		got, err := ParseRecord(mustJSON(t, r))
 		if err != nil {
 			t.Fatalf("%s: ParseRecord: %v", r.RequestID, err)
@@ -95,6 +97,14 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("%s: round trip\n got %+v\nwant %+v", r.RequestID, got, r)
 		}
 	}
+}
+
+// streamedRecord is a RoundRobin record of a 200 stream that ended with end.
+func streamedRecord(id string, end StreamOutcome) Record {
+	r := roundRobinRecord()
+	r.RequestID, r.Status, r.Code, r.End = id, 200, "", end
+	r.FirstByte = r.Dispatch + time.Millisecond
+	return r
 }
 
 // TestInvalidPayloadIsNotSerialized checks MarshalJSON applies the same
@@ -164,6 +174,10 @@ func TestParseRecordRejectsLegacyDamage(t *testing.T) {
 		"refusal on admitted":    func(m map[string]any) { m["refusal_reason"] = "capacity_exhausted" },
 		"status class disagrees": func(m map[string]any) { attempt(m)["status_class"] = "5xx" },
 		"stream outcome unknown": func(m map[string]any) { attempt(m)["stream_outcome"] = "finished" },
+		"malformed on a 5xx": func(m map[string]any) {
+			m["status"] = 503
+			attempt(m)["status_class"], attempt(m)["stream_outcome"] = "5xx", "malformed"
+		},
 		"attempt extra key":      func(m map[string]any) { attempt(m)["url"] = "http://127.0.0.1:8001" },
 		"attempt member invalid": func(m map[string]any) { attempt(m)["member_id"] = "GPU 0" },
 		"attempt longer than the request": func(m map[string]any) {

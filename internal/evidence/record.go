@@ -31,8 +31,17 @@ type StreamOutcome string
 
 // The closed set of StreamOutcome values.
 const (
-	// StreamComplete means the member's response was relayed to its end.
+	// StreamComplete means the member's response was relayed to its end
+	// (for a 2xx text/event-stream response: well framed, with data:
+	// [DONE]).
 	StreamComplete StreamOutcome = "complete"
+	// StreamTruncated means the member ended the body early without a
+	// connection error: shorter than its Content-Length, without its
+	// terminating chunk, or a 2xx event stream without data: [DONE].
+	StreamTruncated StreamOutcome = "truncated"
+	// StreamMalformed means a 2xx event stream broke the event-stream
+	// framing; it was relayed whole.
+	StreamMalformed StreamOutcome = "malformed"
 	// StreamUpstreamUnavailable means the member failed before response
 	// headers; the client got 502 upstream_unavailable.
 	StreamUpstreamUnavailable StreamOutcome = "upstream_unavailable"
@@ -53,8 +62,8 @@ const (
 // valid reports whether s is in the closed set.
 func (s StreamOutcome) valid() bool {
 	switch s {
-	case StreamComplete, StreamUpstreamUnavailable, StreamHeaderTimeout, StreamIdleTimeout,
-		StreamUpstreamError, StreamClientGone, StreamAborted:
+	case StreamComplete, StreamTruncated, StreamMalformed, StreamUpstreamUnavailable, StreamHeaderTimeout,
+		StreamIdleTimeout, StreamUpstreamError, StreamClientGone, StreamAborted:
 		return true
 	}
 	return false

@@ -18,6 +18,9 @@ type Summary struct {
 	Tiers map[string]int `json:"tiers"`
 	// Members counts admitted records per tier and member.
 	Members map[string]map[string]int `json:"members"`
+	// StreamOutcomes counts admitted records per stream outcome (complete,
+	// truncated, malformed, upstream_error, ...).
+	StreamOutcomes map[string]int `json:"stream_outcomes"`
 	// RefusalReasons counts refused and not-admitted records per reason.
 	RefusalReasons map[string]int `json:"refusal_reasons"`
 	// WinnerFreshness counts records with a valid scheduler payload per
@@ -56,6 +59,7 @@ func (z *summarizer) add(r *Record) {
 		s.Members[r.Tier] = members
 	}
 	members[r.Member]++
+	s.StreamOutcomes[string(r.End)]++
 	switch {
 	case r.SchedulerValid():
 		s.WinnerFreshness[r.Scheduler.Scores[0].UpstreamFreshness.String()]++
@@ -71,6 +75,7 @@ func (z *summarizer) init() {
 	}
 	s := &z.s
 	s.Outcomes, s.Tiers, s.RefusalReasons, s.WinnerFreshness = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	s.StreamOutcomes = map[string]int{}
 	s.Members = map[string]map[string]int{}
 }
 

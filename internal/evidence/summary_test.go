@@ -7,7 +7,7 @@ import (
 )
 
 func TestSummarize(t *testing.T) {
-	rr := roundRobinRecord()
+	rr := streamedRecord("req-rr-1", StreamTruncated)
 	bad := capacityRecord(t)
 	bad.Member = "gpu0" // the payload no longer matches the attempt.
 	s := Summarize([]Record{capacityRecord(t), capacityRecord(t), rr, notAdmittedRecord(), refusedRecord(), bad})
@@ -16,6 +16,7 @@ func TestSummarize(t *testing.T) {
 		Outcomes:         map[string]int{"admitted": 4, "not_admitted": 1, "refused": 1},
 		Tiers:            map[string]int{"inference/llama-70b": 4, "inference/rr": 1},
 		Members:          map[string]map[string]int{"inference/llama-70b": {"gpu1": 2, "gpu0": 1}, "inference/rr": {"gpu0": 1}},
+		StreamOutcomes:   map[string]int{"complete": 3, "truncated": 1},
 		RefusalReasons:   map[string]int{"capacity_exhausted": 1, "model_not_found": 1},
 		WinnerFreshness:  map[string]int{"stale": 2},
 		InvalidScheduler: 1,
@@ -24,7 +25,7 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("Summarize\n got %s\nwant %s", got, mustMarshal(t, want))
 	}
 	empty, _ := json.Marshal(Summarize(nil))
-	if string(empty) != `{"records":0,"outcomes":{},"tiers":{},"members":{},"refusal_reasons":{},"winner_freshness":{},"invalid_records":0,"invalid_scheduler":0}` {
+	if string(empty) != `{"records":0,"outcomes":{},"tiers":{},"members":{},"stream_outcomes":{},"refusal_reasons":{},"winner_freshness":{},"invalid_records":0,"invalid_scheduler":0}` {
 		t.Fatalf("empty summary %s", empty)
 	}
 }

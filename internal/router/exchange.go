@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/sse"
 )
 
 // phase is where an exchange is in its life. Phases only move forward.
@@ -84,6 +86,11 @@ type exchange struct {
 
 	resp    memberBody // the member's response body, once headers arrived.
 	outcome Outcome    // written only on the serving goroutine.
+
+	// framed is set for a 2xx text/event-stream response: scan then checks
+	// the body's framing as it is read.
+	framed bool
+	scan   sse.Scanner
 }
 
 // serve sends the request to the member through the reverse proxy. The
@@ -125,13 +132,33 @@ func (ex *exchange) settle() {
 // sent reports that the request was written to a member connection.
 func (ex *exchange) sent() { ex.advance(phaseSent) }
 
-// gotHeaders reports the member's response headers: their status, at the
-// time they arrived.
-func (ex *exchange) gotHeaders(status int) {
+// gotHeaders reports the member's response headers: their status and
+// Content-Type values, at the time they arrived. A 2xx text/event-stream
+// response has its body's framing checked.
+func (ex *exchange) gotHeaders(status int, contentType []string) {
 	ex.advance(phaseHeaders)
 	o := &ex.outcome
 	o.Status = status
 	o.FirstByte = ex.rt.clock.Since(o.Start)
+	ex.framed = status >= 200 && status < 300 && len(contentType) == 1 && isEventStream(contentType[0])
+}
+
+// isEventStream reports whether a Content-Type value's media type is
+// text/event-stream, whatever its parameters, case and spacing; it does not
+// allocate.
+func isEventStream(v string) bool {
+	if i := strings.IndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(v), "text/event-stream")
+}
+
+// bodyBytes reports body bytes read from the member, which the proxy
+// relays to the client unchanged.
+func (ex *exchange) bodyBytes(p []byte) {
+	if ex.framed {
+		ex.scan.Write(p)
+	}
 }
 
 // failed reports that the exchange failed before response headers and
@@ -174,11 +201,15 @@ func (ex *exchange) bodyEnded(err error) {
 	}
 	switch {
 	case errors.Is(err, io.EOF):
-		o.End = EndComplete
+		o.End = EndComplete // served refines it by the body's framing.
 	case ex.in.Err() != nil:
 		o.End = EndClientGone
 	case isTimeout(err):
 		o.End = EndIdleTimeout
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		// The connection ended cleanly (EOF) before the Content-Length or
+		// the terminating chunk; a reset or read error is upstream_error.
+		o.End = EndTruncated
 	default:
 		o.End = EndUpstreamError
 	}
@@ -200,6 +231,16 @@ func (ex *exchange) served(returned bool) {
 		o.End = EndAborted
 		if ex.in.Err() != nil {
 			o.End = EndClientGone
+		}
+	}
+	if o.End == EndComplete && ex.framed {
+		// Relayed whole: the framing decides between complete, malformed
+		// and truncated.
+		switch ex.scan.End() {
+		case sse.Malformed:
+			o.End = EndMalformed
+		case sse.Truncated:
+			o.End = EndTruncated
 		}
 	}
 	o.Duration = ex.rt.clock.Since(o.Start)

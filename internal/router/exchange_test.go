@@ -20,7 +20,7 @@ type exchangeEvent struct {
 
 var (
 	evSent       = exchangeEvent{"sent", func(ex *exchange) { ex.sent() }}
-	evHeaders    = exchangeEvent{"headers", func(ex *exchange) { ex.gotHeaders(http.StatusOK) }}
+	evHeaders    = exchangeEvent{"headers", func(ex *exchange) { ex.gotHeaders(http.StatusOK, nil) }}
 	evBodyRead   = exchangeEvent{"body read", func(ex *exchange) { ex.bodyRead() }}
 	evBodyEOF    = exchangeEvent{"body EOF", func(ex *exchange) { ex.bodyEnded(io.EOF) }}
 	evBodyReset  = exchangeEvent{"body reset", func(ex *exchange) { ex.bodyEnded(syscall.ECONNRESET) }}
@@ -30,7 +30,17 @@ var (
 	evReset      = exchangeEvent{"reset before headers", func(ex *exchange) { ex.failed(fmt.Errorf("%w: read", errMemberReset)) }}
 	evHeaderTime = exchangeEvent{"header timeout", func(ex *exchange) { ex.failed(os.ErrDeadlineExceeded) }}
 	evReturned   = exchangeEvent{"serve returned", func(ex *exchange) { ex.served(true) }}
-	evPanicked   = exchangeEvent{"serve panicked", func(ex *exchange) { ex.served(false) }}
+	evSSEHeaders = exchangeEvent{"event-stream headers", func(ex *exchange) {
+		ex.gotHeaders(http.StatusOK, []string{"text/event-stream; charset=utf-8"})
+	}}
+	evSSE4xx = exchangeEvent{"event-stream 4xx headers", func(ex *exchange) {
+		ex.gotHeaders(http.StatusTooManyRequests, []string{"Text/Event-Stream"})
+	}}
+	evEvent     = exchangeEvent{"event", func(ex *exchange) { ex.bodyBytes([]byte("data: {}\n\n")) }}
+	evDone      = exchangeEvent{"[DONE]", func(ex *exchange) { ex.bodyBytes([]byte("data: [DONE]\n\n")) }}
+	evBadLine   = exchangeEvent{"bad line", func(ex *exchange) { ex.bodyBytes([]byte("oops\n")) }}
+	evBodyShort = exchangeEvent{"body unexpected EOF", func(ex *exchange) { ex.bodyEnded(io.ErrUnexpectedEOF) }}
+	evPanicked  = exchangeEvent{"serve panicked", func(ex *exchange) { ex.served(false) }}
 )
 
 // TestExchangeReleasesOnce drives the exchange's state machine through
@@ -67,6 +77,22 @@ func TestExchangeReleasesOnce(t *testing.T) {
 			releaseAt: 0, wantEnd: EndAborted},
 		{desc: "returned without an answer", events: []exchangeEvent{evSent, evReturned},
 			releaseAt: 1, wantEnd: EndAborted},
+		{desc: "event stream complete", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evEvent, evDone, evBodyEOF, evBodyClosed, evReturned},
+			releaseAt: 5, wantEnd: EndComplete},
+		{desc: "event stream without [DONE]", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evEvent, evBodyEOF, evBodyClosed, evReturned},
+			releaseAt: 4, wantEnd: EndTruncated},
+		{desc: "event stream malformed", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evBadLine, evDone, evBodyEOF, evBodyClosed, evReturned},
+			releaseAt: 5, wantEnd: EndMalformed},
+		{desc: "event stream without [DONE], relay panics", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evEvent, evBodyEOF, evPanicked},
+			releaseAt: 4, wantEnd: EndAborted},
+		{desc: "malformed event stream reset", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evBadLine, evBodyReset, evBodyClosed, evReturned},
+			releaseAt: 4, wantEnd: EndUpstreamError},
+		{desc: "event stream 4xx not inspected", events: []exchangeEvent{evSent, evSSE4xx, evBodyRead, evBadLine, evBodyEOF, evBodyClosed, evReturned},
+			releaseAt: 4, wantEnd: EndComplete},
+		{desc: "other media type not inspected", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBadLine, evBodyEOF, evBodyClosed, evReturned},
+			releaseAt: 4, wantEnd: EndComplete},
+		{desc: "body ends before its length", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyShort, evBodyClosed, evPanicked},
+			releaseAt: 3, wantEnd: EndTruncated},
 		{desc: "late events after the end", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyEOF, evBodyRead, evHeaders, evBodyClosed, evBodyReset, evReturned},
 			releaseAt: 3, wantEnd: EndComplete},
 	}

@@ -246,6 +246,7 @@ func (b *memberBody) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := b.body.Read(p)
+	b.ex.bodyBytes(p[:n])
 	if err != nil {
 		b.eof = err == io.EOF
 		b.end(err)

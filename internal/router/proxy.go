@@ -88,8 +88,8 @@ func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 // them to the exchange and removes the member's values of the router's own
 // headers, which are already on the client's response.
 func modifyResponse(resp *http.Response) error {
-	exchangeOf(resp.Request.Context()).gotHeaders(resp.StatusCode)
 	h := resp.Header
+	exchangeOf(resp.Request.Context()).gotHeaders(resp.StatusCode, h["Content-Type"])
 	delete(h, headerRequestID)
 	delete(h, headerTier)
 	delete(h, headerMember)

@@ -41,8 +41,18 @@ type End string
 // The closed set of End values.
 const (
 	// EndComplete means the member's response body was read to its end and
-	// relayed.
+	// relayed, and for a 2xx text/event-stream response its framing held
+	// and data: [DONE] was seen.
 	EndComplete End = "complete"
+	// EndTruncated means the member ended the response body before its
+	// promised end, without an error on the connection: a body shorter than
+	// its Content-Length or without its terminating chunk (the client's
+	// response was aborted), or a 2xx text/event-stream response that ended
+	// without data: [DONE] (relayed whole).
+	EndTruncated End = "truncated"
+	// EndMalformed means a 2xx text/event-stream response, read to its end
+	// and relayed whole, broke the event-stream framing (internal/sse).
+	EndMalformed End = "malformed"
 	// EndUnavailable means the member failed before sending response
 	// headers (connection refused or reset); the client got 502.
 	EndUnavailable End = "upstream_unavailable"

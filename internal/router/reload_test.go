@@ -124,8 +124,8 @@ func openStream(t *testing.T, f *fixture) *stream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := make([]byte, len(sse[0]))
-	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != sse[0] {
+	first := make([]byte, len(sseEvents[0]))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != sseEvents[0] {
 		t.Fatalf("first event %q, %v", first, err)
 	}
 	return &stream{resp: resp, member: resp.Header.Get(headerMember)}
@@ -136,7 +136,7 @@ func finishStream(t *testing.T, f *fixture, s *stream) {
 	t.Helper()
 	rest, err := io.ReadAll(s.resp.Body)
 	_ = s.resp.Body.Close()
-	if err != nil || sse[0]+string(rest) != strings.Join(sse, "") {
+	if err != nil || sseEvents[0]+string(rest) != strings.Join(sseEvents, "") {
 		t.Fatalf("stream on %s was disturbed: %q, %v", s.member, rest, err)
 	}
 	if o := f.outcome(); o.End != EndComplete || o.Member != s.member {
@@ -153,9 +153,9 @@ func heldStreams(finish chan struct{}) func(w http.ResponseWriter, r *http.Reque
 			return
 		}
 		sseHeaders(w)
-		writeEvents(w, sse[0])
+		writeEvents(w, sseEvents[0])
 		<-finish
-		writeEvents(w, sse[1:]...)
+		writeEvents(w, sseEvents[1:]...)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// sse is an SSE stream an upstream sends, event by event.
-var sse = []string{
+// sseEvents is an SSE stream an upstream sends, event by event.
+var sseEvents = []string{
 	"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
 	"data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n",
 	"data: [DONE]\n\n",
@@ -67,11 +67,11 @@ func terminalCases() []terminalCase {
 			name: "stream ending in [DONE]",
 			upstream: func(w http.ResponseWriter, _ *http.Request) {
 				sseHeaders(w)
-				writeEvents(w, sse...)
+				writeEvents(w, sseEvents...)
 			},
 			run: func(t *testing.T, f *fixture, _ *upstream) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusOK || string(body) != strings.Join(sse, "") {
+				if resp.StatusCode != http.StatusOK || string(body) != strings.Join(sseEvents, "") {
 					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
 				}
 				checkLabels(t, resp.Header, "gpu0")
@@ -130,7 +130,7 @@ func terminalCases() []terminalCase {
 			mutate: []func(*v1alpha1.ReplicaTierSpec){timeouts(time.Minute, 100*time.Millisecond)},
 			upstream: func(w http.ResponseWriter, r *http.Request) {
 				sseHeaders(w)
-				writeEvents(w, sse[0])
+				writeEvents(w, sseEvents[0])
 				<-r.Context().Done() // stalls; the router hangs up.
 			},
 			run: func(t *testing.T, f *fixture, _ *upstream) {
@@ -139,8 +139,8 @@ func terminalCases() []terminalCase {
 					t.Fatal(err)
 				}
 				defer func() { _ = resp.Body.Close() }()
-				first := make([]byte, len(sse[0]))
-				if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != sse[0] {
+				first := make([]byte, len(sseEvents[0]))
+				if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != sseEvents[0] {
 					t.Fatalf("first event %q, %v", first, err)
 				}
 				if rest, err := io.ReadAll(resp.Body); err == nil {
@@ -176,7 +176,7 @@ func terminalCases() []terminalCase {
 			name: "client disconnect mid-stream",
 			upstream: func(w http.ResponseWriter, r *http.Request) {
 				sseHeaders(w)
-				writeEvents(w, sse[0])
+				writeEvents(w, sseEvents[0])
 				<-r.Context().Done()
 			},
 			run: func(t *testing.T, f *fixture, _ *upstream) {
@@ -186,7 +186,7 @@ func terminalCases() []terminalCase {
 				if err != nil {
 					t.Fatal(err)
 				}
-				first := make([]byte, len(sse[0]))
+				first := make([]byte, len(sseEvents[0]))
 				if _, err := io.ReadFull(resp.Body, first); err != nil {
 					t.Fatal(err)
 				}
@@ -208,21 +208,109 @@ func terminalCases() []terminalCase {
 					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
 				}
 			},
+			wantEnd: EndMalformed, wantStatus: http.StatusOK,
+		},
+		{
+			name: "event after [DONE]",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, append(sseEvents[:3:3], sseEvents[0])...)
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if want := strings.Join(sseEvents, "") + sseEvents[0]; resp.StatusCode != http.StatusOK || string(body) != want {
+					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
+				}
+			},
+			wantEnd: EndMalformed, wantStatus: http.StatusOK,
+		},
+		{
+			name: "non-2xx event stream not inspected",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, "engine overloaded\n")
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "engine overloaded\n" {
+					t.Fatalf("got %d %q, want the engine's response unchanged", resp.StatusCode, body)
+				}
+			},
+			wantEnd: EndComplete, wantStatus: http.StatusServiceUnavailable,
+		},
+		{
+			name: "non-SSE 2xx body not inspected",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				_, _ = io.WriteString(w, "not an event stream\n")
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusOK || string(body) != "not an event stream\n" {
+					t.Fatalf("got %d %q, want the engine's response unchanged", resp.StatusCode, body)
+				}
+			},
 			wantEnd: EndComplete, wantStatus: http.StatusOK,
+		},
+		{
+			name: "body shorter than its Content-Length",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					panic(err)
+				}
+				_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":")
+				_ = conn.Close() // a FIN: the body ends 94 bytes early.
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				// The proxy buffers a body of known length, so the abort may
+				// come before the client saw the headers.
+				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
+				if err != nil {
+					return
+				}
+				defer func() { _ = resp.Body.Close() }()
+				body, err := io.ReadAll(resp.Body)
+				if err == nil || resp.StatusCode != http.StatusOK || !strings.HasPrefix(`{"id":`, string(body)) {
+					t.Fatalf("got %d %q, %v; want a prefix of the member's bytes and an aborted response", resp.StatusCode, body, err)
+				}
+			},
+			wantEnd: EndTruncated, wantStatus: http.StatusOK,
+		},
+		{
+			name: "chunked stream without its terminating chunk",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				sseHeaders(w)
+				writeEvents(w, sseEvents[0])
+				panic(http.ErrAbortHandler) // net/http closes the connection: no terminating chunk.
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = resp.Body.Close() }()
+				body, err := io.ReadAll(resp.Body)
+				if err == nil || string(body) != sseEvents[0] {
+					t.Fatalf("got %q, %v; want the first event and an aborted stream", body, err)
+				}
+			},
+			wantEnd: EndTruncated, wantStatus: http.StatusOK,
 		},
 		{
 			name: "stream truncated without [DONE]",
 			upstream: func(w http.ResponseWriter, _ *http.Request) {
 				sseHeaders(w)
-				writeEvents(w, sse[:2]...)
+				writeEvents(w, sseEvents[:2]...)
 			},
 			run: func(t *testing.T, f *fixture, _ *upstream) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusOK || string(body) != strings.Join(sse[:2], "") {
+				if resp.StatusCode != http.StatusOK || string(body) != strings.Join(sseEvents[:2], "") {
 					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
 				}
 			},
-			wantEnd: EndComplete, wantStatus: http.StatusOK,
+			wantEnd: EndTruncated, wantStatus: http.StatusOK,
 		},
 		{
 			name:    "connection refused",
@@ -253,7 +341,7 @@ func terminalCases() []terminalCase {
 			name: "reset mid-body",
 			upstream: func(w http.ResponseWriter, _ *http.Request) {
 				sseHeaders(w)
-				writeEvents(w, sse[0])
+				writeEvents(w, sseEvents[0])
 				resetConnection(w)
 			},
 			run: func(t *testing.T, f *fixture, _ *upstream) {
@@ -263,7 +351,7 @@ func terminalCases() []terminalCase {
 				}
 				defer func() { _ = resp.Body.Close() }()
 				body, err := io.ReadAll(resp.Body)
-				if err == nil || !strings.HasPrefix(sse[0], string(body)) {
+				if err == nil || !strings.HasPrefix(sseEvents[0], string(body)) {
 					t.Fatalf("got %q, %v; want a prefix of the first event and an aborted stream", body, err)
 				}
 			},
@@ -406,9 +494,9 @@ func TestStreamFlushesEachEvent(t *testing.T) {
 			next := make(chan struct{})
 			gpu0.handle(func(w http.ResponseWriter, _ *http.Request) {
 				sseHeaders(w)
-				writeEvents(w, sse[0])
+				writeEvents(w, sseEvents[0])
 				<-next
-				writeEvents(w, sse[1:]...)
+				writeEvents(w, sseEvents[1:]...)
 			})
 			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
 				[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
@@ -419,7 +507,7 @@ func TestStreamFlushesEachEvent(t *testing.T) {
 			}
 			defer func() { _ = resp.Body.Close() }()
 			var got bytes.Buffer
-			first := make([]byte, len(sse[0]))
+			first := make([]byte, len(sseEvents[0]))
 			if _, err := io.ReadFull(resp.Body, first); err != nil {
 				t.Fatal(err)
 			}
@@ -428,8 +516,8 @@ func TestStreamFlushesEachEvent(t *testing.T) {
 			if _, err := got.ReadFrom(resp.Body); err != nil {
 				t.Fatal(err)
 			}
-			if got.String() != strings.Join(sse, "") {
-				t.Fatalf("client got %q, want %q", got.String(), strings.Join(sse, ""))
+			if got.String() != strings.Join(sseEvents, "") {
+				t.Fatalf("client got %q, want %q", got.String(), strings.Join(sseEvents, ""))
 			}
 			if o := f.outcome(); o.End != EndComplete {
 				t.Fatalf("outcome = %+v", o)
@@ -470,7 +558,7 @@ func TestFailedBodyClosesMemberConnectionBeforeRelease(t *testing.T) {
 			memberGone := make(chan struct{})
 			gpu0.handle(func(w http.ResponseWriter, r *http.Request) {
 				sseHeaders(w)
-				writeEvents(w, sse[0])
+				writeEvents(w, sseEvents[0])
 				<-r.Context().Done() // the member's server saw the connection close.
 				close(memberGone)
 			})
@@ -492,7 +580,7 @@ func TestFailedBodyClosesMemberConnectionBeforeRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = resp.Body.Close() }()
-			first := make([]byte, len(sse[0]))
+			first := make([]byte, len(sseEvents[0]))
 			if _, err := io.ReadFull(resp.Body, first); err != nil {
 				t.Fatalf("first event: %v", err)
 			}

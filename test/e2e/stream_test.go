@@ -109,3 +109,67 @@ func (s *chatStream) close() {
 	s.cancel()
 	_ = s.resp.Body.Close()
 }
+
+// TestStreamOutcomesRecorded streams through the router from three engines,
+// a normal one, one started with --truncate-sse and one with
+// --malformed-sse, and reads the router's decision records: the cut
+// stream's client connection is aborted after the engine's bytes and its
+// record says truncated; the normal stream and the malformed-JSON one (its
+// bad frame is a well-framed data line, and the router does not parse
+// JSON) are complete.
+func TestStreamOutcomesRecorded(t *testing.T) {
+	good, cut, bad := startEngine(t, "good"), startEngine(t, "cut", "--truncate-sse"), startEngine(t, "bad", "--malformed-sse")
+	tiers := []tier{
+		{name: "good", alias: "e2e-good", members: []member{{"m0", good, 4}}},
+		{name: "cut", alias: "e2e-cut", members: []member{{"m0", cut, 4}}},
+		{name: "bad", alias: "e2e-bad", members: []member{{"m0", bad, 4}}},
+	}
+	r := startRouter(t, tiers...)
+	for _, tc := range []struct {
+		tier      tier
+		wantAbort bool
+		wantEnd   string
+	}{
+		{tiers[0], false, "complete"},
+		{tiers[1], true, "truncated"},
+		{tiers[2], false, "complete"},
+	} {
+		id := "e2e-outcome-" + tc.tier.name
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"stream":true}`, tc.tier.alias)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.baseURL()+"/chat/completions", bytes.NewBufferString(body))
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Request-Id", id)
+		resp, err := streamClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("%s: %v", tc.tier.name, err)
+		}
+		got, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		_ = resp.Body.Close()
+		cancel()
+		if resp.StatusCode != http.StatusOK || (err != nil) != tc.wantAbort || !bytes.HasPrefix(got, []byte("data: {")) {
+			t.Fatalf("%s: status %d, %q, read error %v; want a stream, aborted %v", tc.tier.name, resp.StatusCode, got, err, tc.wantAbort)
+		}
+		var rec struct {
+			Tier     string `json:"tier"`
+			Attempts []struct {
+				StreamOutcome string `json:"stream_outcome"`
+			} `json:"attempts"`
+		}
+		eventually(t, "the decision record of "+id, func() (bool, string) {
+			if err := getJSON("http://"+r.admin+"/admin/v1/decisions/"+id, &rec); err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		})
+		if rec.Tier != tc.tier.key() || len(rec.Attempts) != 1 || rec.Attempts[0].StreamOutcome != tc.wantEnd {
+			t.Fatalf("%s: record %+v, want one attempt with stream_outcome %s", tc.tier.name, rec, tc.wantEnd)
+		}
+		r.awaitActive(t, tc.tier.key(), 0)
+	}
+}
