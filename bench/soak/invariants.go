@@ -241,8 +241,10 @@ type killEvent struct {
 type killResult struct {
 	killEvent
 	// Died is when the engine's death showed: the end of the first failed
-	// request on the member after the kill (faulted ones included), or
-	// the kill itself when none failed. SIGKILL takes a few milliseconds
+	// request on the member after the kill, or the kill itself when none
+	// failed. Faulted requests are left out here too: every fault class
+	// fails its request by itself, so a faulted request that ended just
+	// after the kill says nothing of the engine's death. SIGKILL takes a few milliseconds
 	// to end a process; until then the engine serves and nothing can
 	// know it is dying.
 	Died int64 `json:"died"`
@@ -277,7 +279,7 @@ func analyzeKills(records []requestRecord, kills []killEvent) []killResult {
 		res := killResult{killEvent: k, Died: k.At}
 		first := int64(-1)
 		for _, r := range records {
-			if r.Member == k.Member && r.failed() && r.End >= k.At && r.End < next && r.Start < horizon && (first < 0 || r.End < first) {
+			if r.Member == k.Member && r.Fault == "" && r.failed() && r.End >= k.At && r.End < next && r.Start < horizon && (first < 0 || r.End < first) {
 				first = r.End
 			}
 		}

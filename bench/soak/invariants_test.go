@@ -152,6 +152,7 @@ func TestAnalyzeKills(t *testing.T) {
 		{ID: "refused", Member: "", Start: ms(1200), End: ms(1201), Outcome: outcomeErrorPrefix + "no_eligible_member"},
 		{ID: "other member", Member: "gpu1", Start: ms(1200), End: ms(1201), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
 		{ID: "faulted", Member: "gpu0", Fault: faultResetMidBody, Start: ms(1200), End: ms(1201), Outcome: outcomeAborted},
+		{ID: "cut by its own fault just after the kill", Member: "gpu0", Fault: faultTruncateSSE, Start: ms(990), End: ms(1000) + 80_000, Outcome: outcomeAborted},
 		{ID: "after the horizon", Member: "gpu0", Start: ms(9000), End: ms(9001), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
 	}
 	got := analyzeKills(records, kills)
@@ -164,8 +165,9 @@ func TestAnalyzeKills(t *testing.T) {
 	if k := got[1]; k.InFlight != 1 || k.Failed != 2 || k.Excess != 1 {
 		t.Fatalf("second kill: got %+v, want in flight 1, failed 2, excess 1", k)
 	}
-	// The engine's death shows at 1001 ms (the in-flight request's end):
-	// the requests sent from the kill to 1002 ms raced it.
+	// The engine's death shows at 1001 ms (the in-flight request's end),
+	// not at the faulted request cut by its own fault 0.08 ms after the
+	// kill: the requests sent from the kill to 1002 ms raced it.
 	if k := got[0]; k.Died != ms(1001) || k.InFlight != 1 || k.Dispatched != 2 || k.Failed != 4 || k.Excess != 1 {
 		t.Fatalf("got %+v, want died at 1001 ms, in flight 1, dispatched 2, failed 4, excess 1", k)
 	}
