@@ -11,7 +11,8 @@ import (
 // RequestMetrics holds the per-request metrics: sluice_requests_total
 // {tier,member,outcome}, sluice_admission_refusals_total{tier,reason},
 // sluice_schedule_duration_seconds{tier},
-// sluice_upstream_first_byte_seconds{tier,member} and
+// sluice_upstream_first_byte_seconds{tier,member},
+// sluice_stream_outcomes_total{tier,member,outcome} and
 // sluice_member_ejections_total{tier,member,reason}. It is a router.Recorder
 // (Record is called once per request) and a prometheus.Collector. Label
 // values are tier keys and member ids from the configuration and the
@@ -24,6 +25,7 @@ type RequestMetrics struct {
 	schedule  *prometheus.HistogramVec
 	firstByte *prometheus.HistogramVec
 	ejections *prometheus.CounterVec
+	streams   *prometheus.CounterVec
 
 	// children caches the series of each label combination seen, so that
 	// Record neither hashes labels nor allocates once a combination is
@@ -32,9 +34,10 @@ type RequestMetrics struct {
 	children map[seriesKey]*series
 }
 
-// seriesKey identifies the series one request updates.
+// seriesKey identifies the series one request updates: code is set for
+// requests not admitted, end for admitted ones.
 type seriesKey struct {
-	tier, member, outcome, code string
+	tier, member, outcome, code, end string
 }
 
 // series are the metrics one label combination updates.
@@ -43,6 +46,7 @@ type series struct {
 	refusals  prometheus.Counter // nil unless not admitted.
 	schedule  prometheus.Observer
 	firstByte prometheus.Observer // nil unless admitted.
+	stream    prometheus.Counter  // nil unless admitted.
 }
 
 // NewRequestMetrics returns the request metrics, all at zero.
@@ -71,14 +75,21 @@ func NewRequestMetrics() *RequestMetrics {
 			Name: nameEjections,
 			Help: "Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset, connection_closed).",
 		}, []string{labelTier, labelMember, labelReason}),
+		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: nameStreamOutcomes,
+			Help: "Admitted requests by how their one upstream exchange ended (complete, truncated, malformed, upstream_unavailable, header_timeout, idle_timeout, upstream_error, client_gone, aborted).",
+		}, []string{labelTier, labelMember, labelOutcome}),
 	}
 }
 
 // Record implements router.Recorder.
 func (m *RequestMetrics) Record(o router.Outcome) {
 	key := seriesKey{tier: o.Tier, member: o.Member, outcome: string(o.Result)}
-	if o.Result == router.ResultNotAdmitted {
+	switch o.Result {
+	case router.ResultNotAdmitted:
 		key.code = o.Code
+	case router.ResultAdmitted:
+		key.end = string(o.End)
 	}
 	s := m.series(key)
 	s.requests.Inc()
@@ -87,6 +98,9 @@ func (m *RequestMetrics) Record(o router.Outcome) {
 	}
 	if s.schedule != nil {
 		s.schedule.Observe(o.Schedule.Seconds())
+	}
+	if s.stream != nil {
+		s.stream.Inc()
 	}
 	if s.firstByte != nil && o.FirstByte > 0 {
 		s.firstByte.Observe(max(o.FirstByte-o.Dispatch, 0).Seconds())
@@ -119,6 +133,7 @@ func (m *RequestMetrics) series(key seriesKey) *series {
 	case router.ResultAdmitted:
 		s.schedule = m.schedule.WithLabelValues(key.tier)
 		s.firstByte = m.firstByte.WithLabelValues(key.tier, key.member)
+		s.stream = m.streams.WithLabelValues(key.tier, key.member, key.end)
 	}
 	m.children[key] = s
 	return s
@@ -131,6 +146,7 @@ func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.schedule.Describe(ch)
 	m.firstByte.Describe(ch)
 	m.ejections.Describe(ch)
+	m.streams.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -140,4 +156,5 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.schedule.Collect(ch)
 	m.firstByte.Collect(ch)
 	m.ejections.Collect(ch)
+	m.streams.Collect(ch)
 }
