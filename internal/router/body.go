@@ -16,6 +16,11 @@ const (
 	// larger bodies are left to the garbage collector so the pool never pins
 	// many megabytes.
 	maxPooledBody = 1 << 20
+	// bodyChunk is the most a request body's buffer is given ahead of the
+	// bytes that arrived: an announced Content-Length above it is trusted
+	// only that far, and the buffer grows as the body's bytes are read, so a
+	// client announcing 16 MiB and sending one byte holds 64 KiB.
+	bodyChunk = 64 << 10
 	// initialBodyBuffer is the capacity of a new pooled buffer when the
 	// request does not announce its length: most chat requests fit.
 	initialBodyBuffer = 4 << 10
@@ -41,8 +46,12 @@ func readBody(r *http.Request, limit int64) (*[]byte, error) {
 		*bp = b
 		return bp, nil
 	}
-	if r.ContentLength > 0 && int64(cap(b)) < r.ContentLength+1 {
-		b = make([]byte, 0, r.ContentLength+1) // +1 to see EOF without growing.
+	if r.ContentLength > 0 {
+		// +1 to see EOF without growing; never more than a chunk ahead of
+		// the bytes that arrived.
+		if want := min(r.ContentLength+1, bodyChunk); int64(cap(b)) < want {
+			b = make([]byte, 0, want)
+		}
 	}
 	for {
 		if len(b) == cap(b) {

@@ -43,6 +43,9 @@ var (
 	// errTooManyInformational reports a member that sent more than
 	// maxInformational 1xx responses before its final one.
 	errTooManyInformational = errors.New("router: too many informational responses")
+	// errHeaderTooLarge reports a member whose response heads (1xx ones
+	// included) exceeded maxResponseHeaderBytes.
+	errHeaderTooLarge = errors.New("router: member response headers too large")
 	// errNotReceived reports a request that failed on a reused connection
 	// which provably never delivered it to the member: nothing was
 	// written, or the member had closed the connection and reset the

@@ -39,6 +39,13 @@ const (
 	// before the final one, net/http's own limit: an engine has no reason
 	// to send more than one. The header deadline bounds their time.
 	maxInformational = 5
+	// maxResponseHeaderBytes bounds the bytes of one exchange's response
+	// heads: the status lines and headers of the informational (1xx)
+	// responses and of the final one, together. A member sending more
+	// fails the exchange (errHeaderTooLarge) after the router read at most
+	// this many bytes of it; net/http's client allows 10 MB, which is
+	// memory enough to take the router down.
+	maxResponseHeaderBytes = 64 << 10
 	// connBufferSize is the size of each connection's read buffer.
 	connBufferSize = 4 << 10
 	// inlineBodySize is the largest body copied behind the request head to
@@ -183,6 +190,7 @@ func (u *memberClient) send(ctx context.Context, ex *exchange, c *memberConn, re
 		return fail(c.resetError(err))
 	}
 	ex.sent()
+	c.limit.set(maxResponseHeaderBytes)
 	if _, err := c.br.Peek(1); err != nil {
 		// Not a byte of a response arrived.
 		if c.reused && errors.Is(err, io.EOF) && c.resetAfterClose() {
@@ -195,6 +203,7 @@ func (u *memberClient) send(ctx context.Context, ex *exchange, c *memberConn, re
 		return fail(c.resetError(err))
 	}
 	resp, err := readResponse(c.br)
+	c.limit.set(-1)
 	if err != nil {
 		return fail(err)
 	}
@@ -287,8 +296,9 @@ func (b *memberBody) Close() error {
 
 // memberConn is one connection to a member.
 type memberConn struct {
-	raw       net.Conn // the TCP connection.
-	conn      net.Conn // raw, or the TLS client over it.
+	raw       net.Conn  // the TCP connection.
+	conn      net.Conn  // raw, or the TLS client over it.
+	limit     headLimit // between conn and br: bounds what response heads read.
 	br        *bufio.Reader
 	head      []byte // scratch for request heads (and small bodies), kept between requests.
 	addr      string
@@ -412,8 +422,39 @@ func (u *memberClient) dial(ctx context.Context, route *memberRoute, deadline ti
 		}
 		c.conn = tc
 	}
-	c.br = bufio.NewReaderSize(c.conn, connBufferSize)
+	c.limit = headLimit{r: c.conn, n: -1}
+	c.br = bufio.NewReaderSize(&c.limit, connBufferSize)
 	return c, nil
+}
+
+// headLimit is the reader between a connection and its bufio.Reader. While
+// set, it lets through at most n more bytes and then fails with
+// errHeaderTooLarge, so reading response heads cannot take more than the
+// bound from the connection (the bufio.Reader's read-ahead included); with
+// n negative it passes reads through. It lives in the memberConn: limiting
+// adds neither an allocation nor a copy.
+type headLimit struct {
+	r io.Reader
+	n int64 // bytes left; negative means no limit.
+}
+
+// set starts a budget of n bytes, or lifts the limit when n is negative.
+func (l *headLimit) set(n int64) { l.n = n }
+
+// Read reads from the connection within the budget.
+func (l *headLimit) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(p)
+	}
+	if l.n == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
 }
 
 // alive reports whether an idle connection can carry a request: nothing is

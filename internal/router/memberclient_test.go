@@ -2,6 +2,8 @@ package router
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -537,4 +539,173 @@ func readRequest(br *bufio.Reader) error {
 	}
 	_, err = io.Copy(io.Discard, req.Body)
 	return err
+}
+
+// hostileLimit bounds, for the test's sake, what a member whose response
+// heads never end writes: far more than any bound.
+const hostileLimit = 16 << 20
+
+// writeCounted writes head and then chunk repeatedly to c, in pieces of at
+// most 4 KiB, until the connection fails or hostileLimit bytes went out, and
+// returns how many bytes the connection took. halfway is called once, when
+// half of maxResponseHeaderBytes went out.
+func writeCounted(c net.Conn, head string, chunk []byte, halfway func()) int64 {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4 << 10) // keep the kernel's share of the count small.
+	}
+	var total int64
+	next := []byte(head)
+	for total < hostileLimit {
+		if len(next) == 0 {
+			next = chunk
+		}
+		piece := next[:min(len(next), 4<<10)]
+		next = next[len(piece):]
+		n, err := c.Write(piece)
+		total += int64(n)
+		if err != nil {
+			return total
+		}
+		if halfway != nil && total >= maxResponseHeaderBytes/2 {
+			halfway()
+			halfway = nil
+		}
+	}
+	return total
+}
+
+// TestResponseHeaderBounds proves the bytes of a member's response heads
+// are bounded: a member sending an endless header line, or endless 1xx
+// responses with big headers, gets its exchange ended with 502 long before
+// the header timeout, its connection closed after the router read at most
+// the bound (counted on the member's side, kernel buffers included), its
+// lease released once; another tier is served meanwhile. Heads of exactly
+// maxResponseHeaderBytes, 1xx ones included, are read; one byte more fails.
+func TestResponseHeaderBounds(t *testing.T) {
+	line := bytes.Repeat([]byte("a"), 4<<10)
+	var continues bytes.Buffer
+	continues.WriteString("HTTP/1.1 100 Continue\r\n")
+	for i := range 256 {
+		fmt.Fprintf(&continues, "X-Pad-%d: %s\r\n", i, line[:4000])
+	}
+	continues.WriteString("\r\n")
+	// exactHead returns a final response head of exactly size bytes.
+	exactHead := func(size int) string {
+		const pre, post = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pad: ", "\r\n\r\n"
+		return pre + strings.Repeat("p", size-len(pre)-len(post)) + post
+	}
+	informational := func(size int) string {
+		const pre, post = "HTTP/1.1 100 Continue\r\nX-Pad: ", "\r\n\r\n"
+		return pre + strings.Repeat("p", size-len(pre)-len(post)) + post
+	}
+	tests := []struct {
+		desc       string
+		head       string // written after the request, then chunk repeated.
+		chunk      []byte
+		wantStatus int
+		hostile    bool
+	}{
+		{desc: "endless header line", head: "HTTP/1.1 200 OK\r\nX-Endless: ", chunk: line, wantStatus: http.StatusBadGateway, hostile: true},
+		{desc: "endless 100 Continue with big headers", chunk: continues.Bytes(), wantStatus: http.StatusBadGateway, hostile: true},
+		{desc: "final head at the bound", head: exactHead(maxResponseHeaderBytes) + "{}", wantStatus: http.StatusOK},
+		{desc: "final head one byte over", head: exactHead(maxResponseHeaderBytes+1) + "{}", wantStatus: http.StatusBadGateway},
+		{desc: "1xx and final head at the bound together", head: informational(maxResponseHeaderBytes/2) + exactHead(maxResponseHeaderBytes/2) + "{}", wantStatus: http.StatusOK},
+		{desc: "1xx and final head each under, together over", head: informational(maxResponseHeaderBytes/2) + exactHead(maxResponseHeaderBytes/2+1) + "{}", wantStatus: http.StatusBadGateway},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			halfway, resume := make(chan struct{}), make(chan struct{})
+			written := make(chan int64, 1)
+			engine := newRawEngine(t, func(c net.Conn, br *bufio.Reader) {
+				if readRequest(br) != nil {
+					return
+				}
+				if tt.chunk == nil {
+					_, _ = io.WriteString(c, tt.head)
+					_, _ = io.Copy(io.Discard, br) // until the router closes or the test ends.
+					return
+				}
+				written <- writeCounted(c, tt.head, tt.chunk, func() {
+					close(halfway)
+					<-resume
+				})
+			})
+			other := newUpstream(t, "gpu1", nil)
+			f := newFixture(t, fixtureOptions{})
+			f.apply(
+				newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}, timeouts(time.Minute, time.Minute)),
+				newTier("ns/other", []string{"other"}, "", []memberSpec{{"gpu1", other.srv.URL, 0}}))
+			start := time.Now()
+			type result struct {
+				status int
+				body   []byte
+				err    error
+			}
+			done := make(chan result, 1)
+			go func() {
+				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				defer func() { _ = resp.Body.Close() }()
+				body, err := io.ReadAll(resp.Body)
+				done <- result{status: resp.StatusCode, body: body, err: err}
+			}()
+			if tt.hostile {
+				select {
+				case <-halfway:
+				case <-time.After(failSafe):
+					t.Fatal("the member never wrote half the bound")
+				}
+				// The hostile member holds its exchange: another tier is served.
+				if resp, body := f.mustPost(pathChatCompletions, chat("other"), nil); resp.StatusCode != http.StatusOK {
+					t.Fatalf("other tier: %d %q", resp.StatusCode, body)
+				}
+				if o := f.outcome(); o.Tier != "ns/other" || o.End != EndComplete {
+					t.Fatalf("other tier outcome %+v", o)
+				}
+				close(resume)
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(failSafe):
+				t.Fatal("no answer")
+			}
+			if r.err != nil || r.status != tt.wantStatus {
+				t.Fatalf("got %d %q, %v; want %d", r.status, r.body, r.err, tt.wantStatus)
+			}
+			wantEnd := EndComplete
+			if tt.wantStatus == http.StatusBadGateway {
+				wantEnd = EndUnavailable
+				if code := errorCode(t, r.body); code != "upstream_unavailable" {
+					t.Fatalf("code %q, want upstream_unavailable", code)
+				}
+				if elapsed := time.Since(start); elapsed > 20*time.Second {
+					t.Fatalf("502 after %v, want well before the 1 minute header timeout", elapsed)
+				}
+			}
+			if o := f.outcome(); o.Tier != "ns/llama" || o.End != wantEnd || o.Status != tt.wantStatus || o.Ejection != "" {
+				t.Fatalf("outcome %+v, want end %s, status %d, no ejection", o, wantEnd, tt.wantStatus)
+			}
+			if got := f.releaseCalls("ns/llama", "gpu0"); got != 1 {
+				t.Fatalf("release calls = %d, want 1", got)
+			}
+			f.assertIdle("ns/llama")
+			if tt.hostile {
+				select {
+				case n := <-written:
+					// The bound, the member's 4 KiB send buffer and what
+					// loopback's receive buffer took before the close.
+					if n > 1<<20 {
+						t.Fatalf("the member wrote %d bytes before the router hung up, want at most 1 MiB", n)
+					}
+					t.Logf("the member wrote %d bytes before its writes failed", n)
+				case <-time.After(failSafe):
+					t.Fatal("the member's writes never failed: the router kept reading")
+				}
+			}
+		})
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -224,6 +226,63 @@ func TestRequestIDs(t *testing.T) {
 	} {
 		if safeRequestID(id) != want {
 			t.Errorf("safeRequestID(%q) = %v", id, !want)
+		}
+	}
+}
+
+// oneByteBody is a request body that announces much and sends one byte.
+type oneByteBody struct{ sent bool }
+
+func (b *oneByteBody) Read(p []byte) (int, error) {
+	if b.sent || len(p) == 0 {
+		return 0, io.EOF
+	}
+	b.sent = true
+	p[0] = '{'
+	return 1, io.EOF
+}
+
+// TestBodyBufferFollowsArrivedBytes proves a request body's buffer is not
+// sized from the announced Content-Length beyond bodyChunk: reading a body
+// that announces 16 MiB and sends one byte allocates at most bodyChunk
+// bytes (heap bytes allocated, the least of five runs), and a body that
+// does send its announced bytes is still read whole.
+func TestBodyBufferFollowsArrivedBytes(t *testing.T) {
+	least := uint64(math.MaxUint64)
+	for range 5 {
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/", nil)
+		req.Body, req.ContentLength = io.NopCloser(&oneByteBody{}), DefaultMaxBodyBytes
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		buf, err := readBody(req, DefaultMaxBodyBytes)
+		runtime.ReadMemStats(&after)
+		if err != nil || string(*buf) != "{" {
+			t.Fatalf("read %q, %v", *buf, err)
+		}
+		recycleBody(buf)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	if least > bodyChunk {
+		t.Fatalf("reading one byte of an announced %d allocated %d bytes, want at most %d", DefaultMaxBodyBytes, least, bodyChunk)
+	}
+	big := bytes.Repeat([]byte("x"), 3*bodyChunk+5)
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/", bytes.NewReader(big))
+	buf, err := readBody(req, DefaultMaxBodyBytes)
+	if err != nil || !bytes.Equal(*buf, big) {
+		t.Fatalf("read %d bytes, %v; want the whole %d", len(*buf), err, len(big))
+	}
+	recycleBody(buf)
+}
+
+// TestBodyPoolBound proves the pool never keeps a buffer above
+// maxPooledBody: a buffer just above it, handed back, is never handed out
+// again.
+func TestBodyPoolBound(t *testing.T) {
+	for range 100 {
+		over := make([]byte, 0, maxPooledBody+1)
+		recycleBody(&over)
+		if bp := getBody(); cap(*bp) > maxPooledBody {
+			t.Fatalf("the pool handed out a buffer of %d bytes, above %d", cap(*bp), maxPooledBody)
 		}
 	}
 }

@@ -338,6 +338,32 @@ func terminalCases() []terminalCase {
 			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
 		},
 		{
+			name: "endless response header line",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				writeHijacked(w, "HTTP/1.1 200 OK\r\nX-Endless: ", bytes.Repeat([]byte("a"), 4<<10))
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
+				}
+			},
+			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
+		},
+		{
+			name: "endless 1xx responses with big headers",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				writeHijacked(w, "", []byte("HTTP/1.1 100 Continue\r\nX-Pad: "+strings.Repeat("p", 16<<10)+"\r\n\r\n"))
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
+				}
+			},
+			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
+		},
+		{
 			name: "reset mid-body",
 			upstream: func(w http.ResponseWriter, _ *http.Request) {
 				sseHeaders(w)
@@ -386,6 +412,17 @@ func (w *abortingWriter) WriteHeader(int)     {}
 func (w *abortingWriter) Flush()              {}
 func (w *abortingWriter) Write([]byte) (int, error) {
 	panic(http.ErrAbortHandler)
+}
+
+// writeHijacked hijacks the connection and writes head, then chunk over and
+// over, until the router hangs up (writeCounted).
+func writeHijacked(w http.ResponseWriter, head string, chunk []byte) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = conn.Close() }()
+	writeCounted(conn, head, chunk, nil)
 }
 
 // resetConnection hijacks the connection and resets it (RST, not FIN).
