@@ -102,6 +102,33 @@ type config struct {
 	kube              kubeFlags
 }
 
+// The listeners' defaults. A router in files mode is one an operator
+// starts by hand, so it listens on loopback unless told otherwise: its front
+// door and admin API are open when no key or token file is given. In kube
+// mode the DaemonSet passes its addresses explicitly; the default is every
+// address of the node (hostNetwork), as that is where clients reach it.
+const (
+	filesListen      = "127.0.0.1:8080"
+	filesAdminListen = "127.0.0.1:9090"
+	kubeListen       = ":8080"
+	kubeAdminListen  = ":9090"
+)
+
+// defaultListeners fills the listen addresses that were not given with
+// their mode's defaults.
+func (c *config) defaultListeners() {
+	listen, admin := kubeListen, kubeAdminListen
+	if c.tiersDir != "" {
+		listen, admin = filesListen, filesAdminListen
+	}
+	if c.listen == "" {
+		c.listen = listen
+	}
+	if c.adminListen == "" {
+		c.adminListen = admin
+	}
+}
+
 // parseFlags parses args; errors are printed to out with the usage.
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
@@ -110,8 +137,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.tiersDir, "tiers-dir", "", "directory of ReplicaTier manifests (files mode); without it the router runs the kube source")
 	fs.DurationVar(&c.pollInterval, "tiers-poll-interval", source.DefaultPollInterval, "how often the manifest directory is reread")
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this router's node; tiers of other nodes are ignored (default $NODE_NAME)")
-	fs.StringVar(&c.listen, "listen", ":8080", "front door listen address")
-	fs.StringVar(&c.adminListen, "admin-listen", ":9090", "admin listen address")
+	fs.StringVar(&c.listen, "listen", "", "front door listen address (default "+filesListen+" in files mode, "+kubeListen+" in kube mode)")
+	fs.StringVar(&c.adminListen, "admin-listen", "", "admin listen address (default "+filesAdminListen+" in files mode, "+kubeAdminListen+" in kube mode)")
 	fs.StringVar(&c.apiKeysFile, "api-keys-file", "", "file of bearer API keys, one a line, reread when it changes; none means the front door is open")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, reread when it changes; none means /admin/v1 is open")
 	fs.DurationVar(&c.keysPoll, "keys-poll-interval", router.DefaultKeyPollInterval, "how often the key and token files are reread")
@@ -132,6 +159,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if c.showVersion {
 		return c, nil
 	}
+	c.defaultListeners()
 	switch {
 	case fs.NArg() > 0:
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())

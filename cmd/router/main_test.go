@@ -54,7 +54,7 @@ func TestParseFlags(t *testing.T) {
 		var out bytes.Buffer
 		c, err := parseFlags(tt.args, &out)
 		if tt.wantErr == "" {
-			if err != nil || c.listen != ":8080" || c.adminListen != ":9090" || c.maxBodyBytes != 16<<20 || c.decisionLogSize != 4096 ||
+			if err != nil || c.maxBodyBytes != 16<<20 || c.decisionLogSize != 4096 ||
 				c.shutdownGrace != 5*time.Second || c.bodyReadTimeout != time.Minute || c.keysPoll != 5*time.Second ||
 				c.memberIdleTimeout != router.DefaultMemberIdleTimeout {
 				t.Errorf("%v: %+v, %v", tt.args, c, err)
@@ -63,6 +63,22 @@ func TestParseFlags(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.wantErr)
+		}
+	}
+	// The listeners default to loopback in files mode and to every address
+	// in kube mode; explicit addresses win in both.
+	for _, tt := range []struct {
+		args          []string
+		listen, admin string
+	}{
+		{[]string{"--tiers-dir", "d", "--node-name", "n"}, "127.0.0.1:8080", "127.0.0.1:9090"},
+		{[]string{"--node-name", "n"}, ":8080", ":9090"},
+		{[]string{"--tiers-dir", "d", "--node-name", "n", "--listen", ":8081"}, ":8081", "127.0.0.1:9090"},
+		{[]string{"--node-name", "n", "--admin-listen", "127.0.0.1:9091"}, ":8080", "127.0.0.1:9091"},
+	} {
+		c, err := parseFlags(tt.args, io.Discard)
+		if err != nil || c.listen != tt.listen || c.adminListen != tt.admin {
+			t.Errorf("%v: listen %q, admin %q, %v; want %q, %q", tt.args, c.listen, c.adminListen, err, tt.listen, tt.admin)
 		}
 	}
 	t.Setenv("NODE_NAME", "from-env")
