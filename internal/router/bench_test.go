@@ -24,16 +24,7 @@ func BenchmarkProxy(b *testing.B) {
 		_, _ = io.WriteString(w, respBody)
 	}))
 	defer member.Close()
-	rt := New(Options{})
-	defer rt.Close()
-	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "RoundRobin",
-		[]memberSpec{{"gpu0", member.URL, 0}, {"gpu1", member.URL, 0}})))
-	front := httptest.NewServer(rt)
-	defer front.Close()
-
-	transport := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport}
+	front, client := benchFront(b, member.URL, 256)
 	do := func(b *testing.B, url string) {
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(reqBody))
 		if err != nil {
@@ -93,16 +84,7 @@ func BenchmarkProxyStream(b *testing.B) {
 		_, _ = io.WriteString(w, done)
 	}))
 	defer member.Close()
-	rt := New(Options{})
-	defer rt.Close()
-	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "RoundRobin",
-		[]memberSpec{{"gpu0", member.URL, 0}, {"gpu1", member.URL, 0}})))
-	front := httptest.NewServer(rt)
-	defer front.Close()
-
-	transport := &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport}
+	front, client := benchFront(b, member.URL, 16)
 	const want = streamEvents*len(event) + len(done)
 	for _, target := range []struct{ name, url string }{
 		{"direct", member.URL + pathChatCompletions},
@@ -127,4 +109,20 @@ func BenchmarkProxyStream(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchFront serves a RoundRobin tier of two members at memberURL through a
+// router and returns its front door and a client keeping up to idle
+// connections; both are closed when the benchmark ends.
+func benchFront(b *testing.B, memberURL string, idle int) (*httptest.Server, *http.Client) {
+	b.Helper()
+	rt := New(Options{})
+	b.Cleanup(rt.Close)
+	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "RoundRobin",
+		[]memberSpec{{"gpu0", memberURL, 0}, {"gpu1", memberURL, 0}})))
+	front := httptest.NewServer(rt)
+	b.Cleanup(front.Close)
+	transport := &http.Transport{MaxIdleConnsPerHost: idle, DisableCompression: true}
+	b.Cleanup(transport.CloseIdleConnections)
+	return front, &http.Client{Transport: transport}
 }
