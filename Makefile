@@ -15,17 +15,22 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
 HELM           := $(BIN)/helm
 GO_TEST_FLAGS ?= -race -count=1
-# FUZZTIME is how long each fuzz target runs in `make test`.
-FUZZTIME ?= 10s
-# FUZZ_TARGETS lists package:Target pairs run by `make fuzz`.
+# FUZZ_TARGETS lists package:Target:executions triples run by `make fuzz`
+# (part of `make test`). Each target runs for its count of executions, sized
+# to a few seconds here, not for a duration: a duration-bound run can fail
+# with a bare "context deadline exceeded" and no failing input when the
+# deadline fires while a starved worker is still mid-call (a race in Go's
+# fuzzing coordinator on loaded machines), and a count has no deadline.
+# FUZZTIME, when set (FUZZTIME=10m or FUZZTIME=5000000x), replaces every count.
+FUZZTIME ?=
 FUZZ_TARGETS := \
-	./internal/scheduler:FuzzRank \
-	./internal/scheduler:FuzzNormalize \
-	./internal/scheduler:FuzzMalformedRank \
-	./internal/pressure:FuzzParse \
-	./internal/router:FuzzModelField \
-	./internal/router:FuzzRewriteModel \
-	./internal/sse:FuzzScanner
+	./internal/scheduler:FuzzRank:300000 \
+	./internal/scheduler:FuzzNormalize:500000 \
+	./internal/scheduler:FuzzMalformedRank:300000 \
+	./internal/pressure:FuzzParse:200000 \
+	./internal/router:FuzzModelField:20000 \
+	./internal/router:FuzzRewriteModel:20000 \
+	./internal/sse:FuzzScanner:200000
 
 # VERSION and REVISION are stamped into every program (--version) and image
 # (OCI labels). A checkout without a release tag is v0.1.0-dev.
@@ -226,10 +231,10 @@ test-soak: ## Run the chaos soak for 30 s with thresholds scaled to it (part of 
 	$(MAKE) soak SOAK_DURATION=30s SOAK_OUT=$(CURDIR)/out/soak-test
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME.
+fuzz: ## Run each fuzz target for its count of executions (or for FUZZTIME when set).
 	for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		if [ -d "$$pkg" ]; then go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; fi; \
+		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
+		go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(if $(FUZZTIME),$(FUZZTIME),$${n}x) $$pkg; \
 	done
 
 # BENCH_FLAGS are passed to the end-to-end harness by `make bench`
