@@ -240,13 +240,19 @@ type killEvent struct {
 // are left out: their failures are injected.
 type killResult struct {
 	killEvent
-	// Died is when the engine's death showed: the end of the first failed
-	// request on the member after the kill, or the kill itself when none
-	// failed. Faulted requests are left out here too: every fault class
-	// fails its request by itself, so a faulted request that ended just
-	// after the kill says nothing of the engine's death. SIGKILL takes a few milliseconds
-	// to end a process; until then the engine serves and nothing can
-	// know it is dying.
+	// Died is when the engine's death showed to the router: the end of
+	// the first failed request on the member after the kill that ejected
+	// the member (its decision record names an ejection: connection
+	// refused, reset on a fresh connection, closed after taking the
+	// request), else of the first failed request, else the kill itself.
+	// A reset of a reused connection proves nothing to the router (a live
+	// engine's idle close resets one too, docs/ROUTER.md section 2.1), so
+	// the request after it may still be sent and be the one refused.
+	// Faulted requests are left out: every fault class fails its request
+	// by itself, so a faulted request that ended just after the kill says
+	// nothing of the engine's death. SIGKILL takes a few milliseconds to
+	// end a process; until then the engine serves and nothing can know it
+	// is dying.
 	Died int64 `json:"died"`
 	// InFlight is the number of requests on the member sent before the
 	// kill and ended after it.
@@ -266,8 +272,9 @@ type killResult struct {
 }
 
 // analyzeKills counts, for every kill, the failures on the killed member
-// against the requests in flight on it at the kill.
-func analyzeKills(records []requestRecord, kills []killEvent) []killResult {
+// against the requests in flight on it at the kill. ejected holds the
+// requests whose decision record says they ejected their member.
+func analyzeKills(records []requestRecord, kills []killEvent, ejected map[string]bool) []killResult {
 	out := make([]killResult, 0, len(kills))
 	for i, k := range kills {
 		horizon := k.At + killHorizon.Nanoseconds()
@@ -277,13 +284,22 @@ func analyzeKills(records []requestRecord, kills []killEvent) []killResult {
 			next = kills[i+1].At
 		}
 		res := killResult{killEvent: k, Died: k.At}
-		first := int64(-1)
+		first, firstEjected := int64(-1), int64(-1)
 		for _, r := range records {
-			if r.Member == k.Member && r.Fault == "" && r.failed() && r.End >= k.At && r.End < next && r.Start < horizon && (first < 0 || r.End < first) {
+			if r.Member != k.Member || r.Fault != "" || !r.failed() || r.End < k.At || r.End >= next || r.Start >= horizon {
+				continue
+			}
+			if first < 0 || r.End < first {
 				first = r.End
 			}
+			if ejected[r.ID] && (firstEjected < 0 || r.End < firstEjected) {
+				firstEjected = r.End
+			}
 		}
-		if first >= 0 {
+		switch {
+		case firstEjected >= 0:
+			res.Died = firstEjected
+		case first >= 0:
 			res.Died = first
 		}
 		for _, r := range records {
@@ -451,14 +467,16 @@ type resourceSlack struct {
 	RSSKiB     int64 `json:"rss_kib"`
 }
 
-// checkResources lists how the final sample differs from the baseline
-// beyond slack: goroutines and fds within ±slack, RSS at most slack above.
+// checkResources lists how far the final sample grew over the baseline
+// beyond slack: goroutines, fds and RSS at most slack above. The baseline is
+// the quiet router's floor (quietSample), so the final sample is not
+// compared below it: fewer goroutines or fds than the floor leak nothing.
 func checkResources(base, final resources, slack resourceSlack) []string {
 	var out []string
-	if d := final.Goroutines - base.Goroutines; d > slack.Goroutines || d < -slack.Goroutines {
+	if final.Goroutines-base.Goroutines > slack.Goroutines {
 		out = append(out, fmt.Sprintf("goroutines %d -> %d", base.Goroutines, final.Goroutines))
 	}
-	if d := final.FDs - base.FDs; d > slack.FDs || d < -slack.FDs {
+	if final.FDs-base.FDs > slack.FDs {
 		out = append(out, fmt.Sprintf("fds %d -> %d", base.FDs, final.FDs))
 	}
 	if final.RSSKiB-base.RSSKiB > slack.RSSKiB {

@@ -155,7 +155,7 @@ func TestAnalyzeKills(t *testing.T) {
 		{ID: "cut by its own fault just after the kill", Member: "gpu0", Fault: faultTruncateSSE, Start: ms(990), End: ms(1000) + 80_000, Outcome: outcomeAborted},
 		{ID: "after the horizon", Member: "gpu0", Start: ms(9000), End: ms(9001), Outcome: outcomeErrorPrefix + "upstream_unavailable"},
 	}
-	got := analyzeKills(records, kills)
+	got := analyzeKills(records, kills, nil)
 	if len(got) != 2 {
 		t.Fatalf("%d results", len(got))
 	}
@@ -170,6 +170,31 @@ func TestAnalyzeKills(t *testing.T) {
 	// kill: the requests sent from the kill to 1002 ms raced it.
 	if k := got[0]; k.Died != ms(1001) || k.InFlight != 1 || k.Dispatched != 2 || k.Failed != 4 || k.Excess != 1 {
 		t.Fatalf("got %+v, want died at 1001 ms, in flight 1, dispatched 2, failed 4, excess 1", k)
+	}
+}
+
+// TestAnalyzeKillsDatesDeathByEjection: the engine's death shows to the
+// router at the first failure that ejected the member, not at a reset of a
+// reused connection before it (which a live engine's idle close causes
+// too), so the request refused after that reset raced the death. Without
+// an ejecting failure the first failure dates it.
+func TestAnalyzeKillsDatesDeathByEjection(t *testing.T) {
+	kills := []killEvent{{Member: "gpu1", At: ms(1000)}}
+	unavailable := outcomeErrorPrefix + "upstream_unavailable"
+	records := []requestRecord{
+		{ID: "in flight", Member: "gpu1", Start: ms(990), End: ms(1005), Outcome: outcomeAborted},
+		{ID: "reused reset", Member: "gpu1", Start: ms(1001), End: ms(1004), Outcome: unavailable},
+		{ID: "refused", Member: "gpu1", Start: ms(1006), End: ms(1007), Outcome: unavailable},
+		{ID: "after the ejection", Member: "gpu1", Start: ms(1100), End: ms(1101), Outcome: unavailable},
+	}
+	ejected := map[string]bool{"refused": true, "after the ejection": true}
+	got := analyzeKills(records, kills, ejected)
+	if k := got[0]; k.Died != ms(1007) || k.InFlight != 1 || k.Dispatched != 2 || k.Failed != 4 || k.Excess != 1 {
+		t.Fatalf("got %+v, want died at 1007 ms (the refusal), in flight 1, dispatched 2, failed 4, excess 1", k)
+	}
+	got = analyzeKills(records, kills, nil)
+	if k := got[0]; k.Died != ms(1004) || k.Dispatched != 1 || k.Excess != 2 {
+		t.Fatalf("no ejection recorded: got %+v, want died at 1004 ms (the first failure), dispatched 1, excess 2", k)
 	}
 }
 
@@ -242,9 +267,10 @@ func TestCheckStreamOutcomes(t *testing.T) {
 	}
 }
 
-// TestReadDecisionEnds reads a decision log file: admitted records by
-// request id, refusals and unparsable lines skipped.
-func TestReadDecisionEnds(t *testing.T) {
+// TestReadDecisions reads a decision log file: admitted records' stream
+// outcomes and ejections by request id, refusals and unparsable lines
+// skipped.
+func TestReadDecisions(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var buf []byte
 	for _, r := range []evidence.Record{
@@ -252,6 +278,9 @@ func TestReadDecisionEnds(t *testing.T) {
 			Status: 200, Member: "gpu0", Dispatch: 10 * time.Microsecond, FirstByte: 100 * time.Microsecond, End: evidence.StreamTruncated},
 		{RequestID: "b", Time: start, Duration: time.Millisecond, Alias: "m", Tier: "soak/chaos", Outcome: evidence.OutcomeNotAdmitted,
 			Status: 503, Code: evidence.CodeCapacityExhausted},
+		{RequestID: "c", Time: start, Duration: time.Millisecond, Alias: "m", Tier: "soak/chaos", Outcome: evidence.OutcomeAdmitted,
+			Status: 502, Code: evidence.CodeUpstreamUnavailable, Member: "gpu1", Dispatch: 10 * time.Microsecond,
+			End: evidence.StreamUpstreamUnavailable, Ejection: evidence.EjectionRefused},
 	} {
 		line, err := r.AppendJSON(nil)
 		if err != nil {
@@ -264,14 +293,17 @@ func TestReadDecisionEnds(t *testing.T) {
 	if err := os.WriteFile(path, buf, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ends := map[string]string{}
-	if err := readDecisionEnds(path, ends); err != nil {
+	d := newDecisions()
+	if err := readDecisions(path, d); err != nil {
 		t.Fatal(err)
 	}
-	if len(ends) != 1 || ends["a"] != "truncated" {
-		t.Fatalf("ends %v, want a: truncated only", ends)
+	if len(d.ends) != 2 || d.ends["a"] != "truncated" || d.ends["c"] != "upstream_unavailable" {
+		t.Fatalf("ends %v, want a: truncated, c: upstream_unavailable only", d.ends)
 	}
-	if err := readDecisionEnds(path+".missing", ends); !errors.Is(err, os.ErrNotExist) {
+	if len(d.ejected) != 1 || !d.ejected["c"] {
+		t.Fatalf("ejected %v, want c only", d.ejected)
+	}
+	if err := readDecisions(path+".missing", d); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
@@ -287,7 +319,8 @@ func TestCheckResources(t *testing.T) {
 		{"within", resources{Goroutines: 25, FDs: 25, RSSKiB: 1100}, 0},
 		{"goroutine leak", resources{Goroutines: 26, FDs: 30, RSSKiB: 1000}, 1},
 		{"fd leak", resources{Goroutines: 20, FDs: 36, RSSKiB: 1000}, 1},
-		{"fds far below", resources{Goroutines: 20, FDs: 24, RSSKiB: 1000}, 1},
+		// Below the quiet baseline leaks nothing (the pools held less).
+		{"fds and goroutines far below", resources{Goroutines: 10, FDs: 19, RSSKiB: 900}, 0},
 		{"rss growth", resources{Goroutines: 20, FDs: 30, RSSKiB: 1101}, 1},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {

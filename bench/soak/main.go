@@ -44,8 +44,7 @@ const (
 	// restart: long enough for requests to meet the dead port.
 	defaultDowntime = 300 * time.Millisecond
 	// warmDuration is how long the fault-free load runs before the
-	// baseline and again before the final sample, so that both are taken
-	// with the router's connection pools in the same state.
+	// baseline and again before the final sample.
 	warmDuration = 2 * time.Second
 	// settleTimeout bounds the wait for leases, goroutines and fds to come
 	// back after the run.
@@ -238,7 +237,7 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 	if _, err := s.awaitNoLeases(ctx, settleTimeout); err != nil {
 		return nil, err
 	}
-	base, err := s.sample(ctx)
+	base, err := s.quietSample(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +314,7 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 	// The router writes its last decision records when it stops.
 	routerExit := s.router.unexpectedExit()
 	s.router.stop()
-	ends, err := s.decisionEnds()
+	dec, err := s.decisions()
 	if err != nil {
 		return nil, err
 	}
@@ -329,13 +328,13 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 		Seed: o.seed, DurationSeconds: elapsed.Seconds(), Engines: o.engines, Workers: o.workers,
 		Requests:       len(all2),
 		Outcomes:       checkOutcomes(all2, c.kills, logged),
-		StreamOutcomes: checkStreamOutcomes(all2, ends, c.kills, logged),
+		StreamOutcomes: checkStreamOutcomes(all2, dec.ends, c.kills, logged),
 		Faults:         faultCounts(c.faults, all2, logged),
 		Overshoot:      checkOvershoot(logs, s.hist, admitSlack, abandonedEnds(all2), o.strictOvershoot),
 		Duplicates:     checkDuplicates(logs),
 		LeakedLeases:   leaked,
 		AccountingErrs: mon.errors,
-		Kills:          analyzeKills(all2, c.kills),
+		Kills:          analyzeKills(all2, c.kills, dec.ejected),
 		Drains:         c.drains,
 		Baseline:       base, Final: final, Slack: o.slack,
 		ConfigEpochs: len(s.hist),

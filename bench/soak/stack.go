@@ -311,6 +311,36 @@ func (s *stack) sample(ctx context.Context) (resources, error) {
 	return r, err
 }
 
+// quietSample samples the router once it is quiet: its idle member
+// connections reaped (the member idle timeout and two reaper periods after
+// the load stopped) and two samples in a row agreeing on goroutines and
+// fds, so that connections the router is still closing are not counted.
+// The baseline is taken so, which makes it the router's floor rather than
+// whatever its connection pools held when the load stopped.
+func (s *stack) quietSample(ctx context.Context) (resources, error) {
+	t := time.NewTimer(router.DefaultMemberIdleTimeout + router.DefaultMemberIdleTimeout/4)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return resources{}, context.Cause(ctx)
+	case <-t.C:
+	}
+	var last resources
+	err := poll(ctx, settleTimeout, "a quiet router", func() (bool, string, error) {
+		r, err := s.sample(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		same := r.Goroutines == last.Goroutines && r.FDs == last.FDs
+		last = r
+		return same, fmt.Sprintf("goroutines %d, fds %d", r.Goroutines, r.FDs), nil
+	})
+	if err != nil && !errors.Is(err, errNotReached) {
+		return resources{}, err
+	}
+	return last, nil
+}
+
 // get GETs url and returns the body of a 200.
 func (s *stack) get(ctx context.Context, url string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
@@ -346,22 +376,35 @@ func (s *stack) getJSON(ctx context.Context, url string, v any) error {
 // decisionLog is the router's decision log file.
 func (s *stack) decisionLog() string { return filepath.Join(s.logDir, "decisions.jsonl") }
 
-// decisionEnds reads the router's decision log file, the previous one
-// (rotated) first, and returns the stream outcome of each admitted
-// request by request id. Lines that do not parse are skipped.
-func (s *stack) decisionEnds() (map[string]string, error) {
-	ends := map[string]string{}
-	for _, path := range []string{s.decisionLog() + ".1", s.decisionLog()} {
-		if err := readDecisionEnds(path, ends); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-	}
-	return ends, nil
+// decisions is what the router's decision log says of the admitted
+// requests, by request id.
+type decisions struct {
+	// ends is each request's stream outcome.
+	ends map[string]string
+	// ejected holds the requests whose failure ejected their member: the
+	// router's proof that the member's engine is gone.
+	ejected map[string]bool
 }
 
-// readDecisionEnds adds the stream outcomes of the admitted records of the
-// decision log file at path to ends.
-func readDecisionEnds(path string, ends map[string]string) error {
+func newDecisions() decisions {
+	return decisions{ends: map[string]string{}, ejected: map[string]bool{}}
+}
+
+// decisions reads the router's decision log file, the previous one
+// (rotated) first. Lines that do not parse are skipped.
+func (s *stack) decisions() (decisions, error) {
+	d := newDecisions()
+	for _, path := range []string{s.decisionLog() + ".1", s.decisionLog()} {
+		if err := readDecisions(path, d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return decisions{}, err
+		}
+	}
+	return d, nil
+}
+
+// readDecisions adds the admitted records of the decision log file at path
+// to d.
+func readDecisions(path string, d decisions) error {
 	f, err := os.Open(path) //nolint:gosec // the soak's own work directory.
 	if err != nil {
 		return err
@@ -374,7 +417,10 @@ func readDecisionEnds(path string, ends map[string]string) error {
 		if err != nil || r.Outcome != evidence.OutcomeAdmitted {
 			continue
 		}
-		ends[r.RequestID] = string(r.End)
+		d.ends[r.RequestID] = string(r.End)
+		if r.Ejection != "" {
+			d.ejected[r.RequestID] = true
+		}
 	}
 	return sc.Err()
 }
