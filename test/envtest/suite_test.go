@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -34,8 +35,15 @@ var (
 
 func TestEnvtest(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// Gomega's default of 1 s is a deadline for a broken spec only on an
+	// idle machine: a shared 2-core CI runner answered a status patch later
+	// than that. Specs that wait for longer chains set their own timeout.
+	SetDefaultEventuallyTimeout(eventuallyTimeout)
 	RunSpecs(t, "envtest suite")
 }
+
+// eventuallyTimeout bounds every Eventually without a timeout of its own.
+const eventuallyTimeout = 20 * time.Second
 
 // assetsDir is where `make envtest-bins` puts kube-apiserver and etcd.
 func assetsDir() string {
