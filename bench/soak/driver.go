@@ -64,7 +64,7 @@ const (
 // (docs/ROUTER.md#4-errors) to the error codes it may carry.
 var documentedErrors = map[int][]string{
 	http.StatusBadGateway:         {"upstream_unavailable"},
-	http.StatusServiceUnavailable: {"capacity_exhausted", "tier_quiesced", "no_eligible_member"},
+	http.StatusServiceUnavailable: {"capacity_exhausted", "tier_quiesced", "no_eligible_member", "body_buffer_exhausted"},
 	http.StatusGatewayTimeout:     {"upstream_timeout"},
 }
 
@@ -160,7 +160,7 @@ func (r requestRecord) failed() bool {
 	case outcomeOK, outcomeClientDisconnect:
 		return false
 	case outcomeErrorPrefix + "capacity_exhausted", outcomeErrorPrefix + "tier_quiesced",
-		outcomeErrorPrefix + "no_eligible_member":
+		outcomeErrorPrefix + "no_eligible_member", outcomeErrorPrefix + "body_buffer_exhausted":
 		return false
 	}
 	return true

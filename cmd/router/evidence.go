@@ -69,6 +69,7 @@ func (o *observability) register(admin *router.Admin, rt *router.Router) {
 		o.requests,
 		o.fetches,
 		telemetry.NewDecisionLogCollector(drops, o.log),
+		telemetry.NewBodyBufferCollector(rt),
 		// The Go runtime and process metrics (go_goroutines,
 		// process_resident_memory_bytes, ...) carry no per-request labels.
 		collectors.NewGoCollector(),

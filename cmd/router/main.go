@@ -91,6 +91,7 @@ type config struct {
 	apiKeysFile       string
 	adminTokenFile    string
 	maxBodyBytes      int64
+	maxBufferedBodies int64
 	bodyReadTimeout   time.Duration
 	keysPoll          time.Duration
 	decisionLogSize   int
@@ -143,6 +144,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, reread when it changes; none means /admin/v1 is open")
 	fs.DurationVar(&c.keysPoll, "keys-poll-interval", router.DefaultKeyPollInterval, "how often the key and token files are reread")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	fs.Int64Var(&c.maxBufferedBodies, "max-buffered-body-bytes", router.DefaultMaxBufferedBodyBytes,
+		"request body bytes held at once, all requests together (503 body_buffer_exhausted above); more than --max-body-bytes")
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", defaultBodyReadTimeout, "how long a request's headers and body may take to arrive (400 after)")
 	fs.IntVar(&c.decisionLogSize, "decision-log-size", defaultDecisionLogSize, "decision records kept in memory for /admin/v1/decisions (0 keeps none)")
 	fs.StringVar(&c.decisionLogFile, "decision-log-file", "", "JSONL file the decision records are appended to (rotated at 64 MiB, one previous file kept as FILE.1); none means memory only")
@@ -167,6 +170,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("--node-name (or $NODE_NAME) is required")
 	case c.maxBodyBytes <= 0:
 		return config{}, errors.New("--max-body-bytes must be positive")
+	case c.maxBufferedBodies <= c.maxBodyBytes:
+		return config{}, errors.New("--max-buffered-body-bytes must be above --max-body-bytes")
 	case c.decisionLogSize < 0 || c.decisionLogSize > maxDecisionLogSize:
 		return config{}, fmt.Errorf("--decision-log-size must be within 0..%d", maxDecisionLogSize)
 	case c.shutdownTimeout <= 0:
@@ -253,12 +258,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		HostAddrs:         hostAddrs(),
 		// A request that reached admission after the handover goes to the
 		// successor too (succ is set below, before the front door opens).
-		HandedOver:   func(w http.ResponseWriter, r *http.Request) { succ.forwardRequest(w, r) },
-		Pressure:     samples,
-		Keys:         keys,
-		MaxBodyBytes: cfg.maxBodyBytes,
-		Logger:       logger,
-		Recorder:     obs.recorder(),
+		HandedOver:           func(w http.ResponseWriter, r *http.Request) { succ.forwardRequest(w, r) },
+		Pressure:             samples,
+		Keys:                 keys,
+		MaxBodyBytes:         cfg.maxBodyBytes,
+		MaxBufferedBodyBytes: cfg.maxBufferedBodies,
+		Logger:               logger,
+		Recorder:             obs.recorder(),
 	})
 	defer rt.Close()
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})

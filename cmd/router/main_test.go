@@ -38,6 +38,8 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--node-name", "n"}}, // kube mode
 		{args: []string{"--tiers-dir", "d"}, wantErr: "--node-name"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "0"}, wantErr: "--max-body-bytes"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-buffered-body-bytes", "16777216"}, wantErr: "--max-buffered-body-bytes"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "100", "--max-buffered-body-bytes", "100"}, wantErr: "--max-buffered-body-bytes"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--decision-log-size", "-1"}, wantErr: "--decision-log-size"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--shutdown-timeout", "0s"}, wantErr: "--shutdown-timeout"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--tiers-poll-interval", "1ms"}, wantErr: "--tiers-poll-interval"},
@@ -54,7 +56,7 @@ func TestParseFlags(t *testing.T) {
 		var out bytes.Buffer
 		c, err := parseFlags(tt.args, &out)
 		if tt.wantErr == "" {
-			if err != nil || c.maxBodyBytes != 16<<20 || c.decisionLogSize != 4096 ||
+			if err != nil || c.maxBodyBytes != 16<<20 || c.maxBufferedBodies != 64<<20 || c.decisionLogSize != 4096 ||
 				c.shutdownGrace != 5*time.Second || c.bodyReadTimeout != time.Minute || c.keysPoll != 5*time.Second ||
 				c.memberIdleTimeout != router.DefaultMemberIdleTimeout {
 				t.Errorf("%v: %+v, %v", tt.args, c, err)

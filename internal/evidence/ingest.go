@@ -271,7 +271,7 @@ func parseLegacy(obj map[string]json.RawMessage) (Record, error) {
 	}
 	switch r.Outcome {
 	case OutcomeRefused:
-		if !gateCode(reason) || len(attempts) != 0 || r.Alias != "" || r.Tier != "" || StatusClass(r.Status) != "4xx" {
+		if !gateCode(reason) || len(attempts) != 0 || r.Alias != "" || r.Tier != "" || !gateStatus(reason, r.Status) {
 			return Record{}, errInconsistent
 		}
 		r.Code = reason

@@ -88,7 +88,9 @@ func sorted(s []string) []string {
 // MarshalJSON wrote, for every kind of record.
 func TestRoundTrip(t *testing.T) {
 	truncated, malformed := streamedRecord("req-truncated", StreamTruncated), streamedRecord("req-malformed", StreamMalformed)
-	for _, r := range []Record{capacityRecord(t), roundRobinRecord(), notAdmittedRecord(), refusedRecord(), truncated, malformed} {
+	bodies := refusedRecord()
+	bodies.RequestID, bodies.Code, bodies.Status = "req-bodies", CodeBodyBufferExhausted, 503
+	for _, r := range []Record{capacityRecord(t), roundRobinRecord(), notAdmittedRecord(), refusedRecord(), bodies, truncated, malformed} {
 		got, err := ParseRecord(mustJSON(t, r))
 		if err != nil {
 			t.Fatalf("%s: ParseRecord: %v", r.RequestID, err)
@@ -221,7 +223,11 @@ func TestParseRecordRejectsNonAdmittedInconsistency(t *testing.T) {
 		"refused with an attempt": {refusedRecord(), func(m map[string]any) {
 			m["attempts"] = []any{map[string]any{"member_id": "gpu0", "status_class": "4xx", "duration_us": 1, "first_byte_us": nil, "stream_outcome": "complete"}}
 		}},
-		"unknown refusal reason": {refusedRecord(), func(m map[string]any) { m["refusal_reason"] = "teapot" }},
+		"unknown refusal reason":   {refusedRecord(), func(m map[string]any) { m["refusal_reason"] = "teapot" }},
+		"4xx gate reason with 503": {refusedRecord(), func(m map[string]any) { m["status"] = 503 }},
+		"body budget with 413": {refusedRecord(), func(m map[string]any) {
+			m["refusal_reason"], m["status"] = CodeBodyBufferExhausted, 413
+		}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

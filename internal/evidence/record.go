@@ -106,6 +106,9 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeRequestTooLarge is a gate refusal: body above the limit.
 	CodeRequestTooLarge = "request_too_large"
+	// CodeBodyBufferExhausted is a gate refusal, the one answered 503: the
+	// router's budget of buffered request bodies cannot hold the body.
+	CodeBodyBufferExhausted = "body_buffer_exhausted"
 	// CodeCapacityExhausted is an admission refusal: the tier or every
 	// eligible member is at its ceiling.
 	CodeCapacityExhausted = "capacity_exhausted"
@@ -125,10 +128,20 @@ const (
 // gateCode reports whether code is a gate refusal reason.
 func gateCode(code string) bool {
 	switch code {
-	case CodeInvalidRequestBody, CodeInvalidAPIKey, CodeModelNotFound, CodeMethodNotAllowed, CodeRequestTooLarge:
+	case CodeInvalidRequestBody, CodeInvalidAPIKey, CodeModelNotFound, CodeMethodNotAllowed, CodeRequestTooLarge,
+		CodeBodyBufferExhausted:
 		return true
 	}
 	return false
+}
+
+// gateStatus reports whether status is the one a gate refusal with code
+// answers: 503 for body_buffer_exhausted, a 4xx for the others.
+func gateStatus(code string, status int) bool {
+	if code == CodeBodyBufferExhausted {
+		return status == 503
+	}
+	return StatusClass(status) == "4xx"
 }
 
 // admissionCode reports whether code is an admission refusal reason.

@@ -53,6 +53,8 @@ var (
 		"Method not allowed on this route.")
 	errTooLarge = newAPIError(http.StatusRequestEntityTooLarge, typeInvalidRequest, "request_too_large",
 		"The request body exceeds the router's size limit.")
+	errBodyBufferExhausted = newAPIError(http.StatusServiceUnavailable, typeServer, "body_buffer_exhausted",
+		"The router holds too many request bodies at the moment; retry later.")
 	errCapacityExhausted = newAPIError(http.StatusServiceUnavailable, typeServer, "capacity_exhausted",
 		"Every eligible replica of the model is at its concurrency limit; retry later.")
 	errTierQuiesced = newAPIError(http.StatusServiceUnavailable, typeServer, "tier_quiesced",

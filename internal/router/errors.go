@@ -68,6 +68,9 @@ var (
 	errNoRoute = errors.New("router: leased member has no route")
 	// errBodyTooLarge reports a request body above the limit.
 	errBodyTooLarge = errors.New("router: request body too large")
+	// errBodyBudget reports a request body buffer the body budget
+	// (--max-buffered-body-bytes) cannot hold.
+	errBodyBudget = errors.New("router: request body budget exhausted")
 	// errKeyWatch reports a KeyWatch that cannot run.
 	errKeyWatch = errors.New("router: key watch misconfigured")
 )

@@ -74,8 +74,12 @@ type exchange struct {
 	tier  *tierState
 	route *memberRoute
 	lease *admission.Lease
-	body  []byte          // the request body, as the gates read it.
-	in    context.Context // the client's request context.
+	body  []byte // the request body sent to the member.
+	// held are the request's body buffers, body among them; released when
+	// the response headers arrive (the request is never sent again) or when
+	// the exchange is served, whichever comes first.
+	held heldBodies
+	in   context.Context // the client's request context.
 
 	idHeader []string // the X-Request-Id header value.
 
@@ -137,6 +141,8 @@ func (ex *exchange) sent() { ex.advance(phaseSent) }
 // response has its body's framing checked.
 func (ex *exchange) gotHeaders(status int, contentType []string) {
 	ex.advance(phaseHeaders)
+	ex.held.release()
+	ex.body = nil
 	o := &ex.outcome
 	o.Status = status
 	o.FirstByte = ex.rt.clock.Since(o.Start)
@@ -223,6 +229,7 @@ func (ex *exchange) bodyClosed() { ex.settle() }
 // the outcome.
 func (ex *exchange) served(returned bool) {
 	_ = ex.resp.Close()
+	ex.held.release()
 	ex.settle()
 	o := &ex.outcome
 	if !returned && (o.End == "" || o.End == EndComplete) || returned && o.End == "" {

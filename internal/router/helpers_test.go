@@ -278,6 +278,7 @@ type fixtureOptions struct {
 	keys         *Keys
 	adminToken   *Keys
 	maxBody      int64
+	maxBuffered  int64       // Options.MaxBufferedBodyBytes.
 	decisionFile string      // a JSONL file sink for the decision log.
 	tls          *tls.Config // Options.TLSConfig.
 	hostAddrs    HostAddrs   // Options.HostAddrs.
@@ -296,14 +297,15 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	f.evidence, f.sink = newEvidenceLog(t, o.decisionFile)
 	f.sinkPath = o.decisionFile
 	f.rt = New(Options{
-		Readiness:    f.ready,
-		Rechecker:    f.ready,
-		Pressure:     f.pressure,
-		Keys:         o.keys,
-		MaxBodyBytes: o.maxBody,
-		TLSConfig:    o.tls,
-		HostAddrs:    o.hostAddrs,
-		Logger:       slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Readiness:            f.ready,
+		Rechecker:            f.ready,
+		Pressure:             f.pressure,
+		Keys:                 o.keys,
+		MaxBodyBytes:         o.maxBody,
+		MaxBufferedBodyBytes: o.maxBuffered,
+		TLSConfig:            o.tls,
+		HostAddrs:            o.hostAddrs,
+		Logger:               slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.
 		Recorder: Recorders{EvidenceRecorder(f.evidence), recorderFunc(func(o Outcome) { f.outcomes <- o })},

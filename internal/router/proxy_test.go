@@ -203,12 +203,12 @@ func TestReadBody(t *testing.T) {
 			if len(tt.body) > 8 && tt.wantErr == nil {
 				limit = int64(len(tt.body))
 			}
-			buf, err := readBody(req, limit)
+			buf, err := readBody(req, limit, nil)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
-			if err == nil && !bytes.Equal(*buf, []byte(tt.body)) {
-				t.Fatalf("read %q", *buf)
+			if err == nil && !bytes.Equal(buf.b, []byte(tt.body)) {
+				t.Fatalf("read %q", buf.b)
 			}
 		})
 	}
@@ -254,12 +254,12 @@ func TestBodyBufferFollowsArrivedBytes(t *testing.T) {
 		req.Body, req.ContentLength = io.NopCloser(&oneByteBody{}), DefaultMaxBodyBytes
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		buf, err := readBody(req, DefaultMaxBodyBytes)
+		buf, err := readBody(req, DefaultMaxBodyBytes, nil)
 		runtime.ReadMemStats(&after)
-		if err != nil || string(*buf) != "{" {
-			t.Fatalf("read %q, %v", *buf, err)
+		if err != nil || string(buf.b) != "{" {
+			t.Fatalf("read %v, %v", buf, err)
 		}
-		recycleBody(buf)
+		buf.release()
 		least = min(least, after.TotalAlloc-before.TotalAlloc)
 	}
 	if least > bodyChunk {
@@ -267,11 +267,11 @@ func TestBodyBufferFollowsArrivedBytes(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte("x"), 3*bodyChunk+5)
 	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/", bytes.NewReader(big))
-	buf, err := readBody(req, DefaultMaxBodyBytes)
-	if err != nil || !bytes.Equal(*buf, big) {
-		t.Fatalf("read %d bytes, %v; want the whole %d", len(*buf), err, len(big))
+	buf, err := readBody(req, DefaultMaxBodyBytes, nil)
+	if err != nil || !bytes.Equal(buf.b, big) {
+		t.Fatalf("read %v, %v; want the whole %d bytes", buf != nil, err, len(big))
 	}
-	recycleBody(buf)
+	buf.release()
 }
 
 // TestBodyPoolBound proves the pool never keeps a buffer above
@@ -279,10 +279,15 @@ func TestBodyBufferFollowsArrivedBytes(t *testing.T) {
 // again.
 func TestBodyPoolBound(t *testing.T) {
 	for range 100 {
-		over := make([]byte, 0, maxPooledBody+1)
-		recycleBody(&over)
-		if bp := getBody(); cap(*bp) > maxPooledBody {
-			t.Fatalf("the pool handed out a buffer of %d bytes, above %d", cap(*bp), maxPooledBody)
+		over := &bodyBuf{b: make([]byte, 0, maxPooledBody+1)}
+		over.release()
+		bb, err := newBodyBuf(nil, 0, false)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if cap(bb.b) > maxPooledBody {
+			t.Fatalf("the pool handed out a buffer of %d bytes, above %d", cap(bb.b), maxPooledBody)
+		}
+		bb.release()
 	}
 }

@@ -59,6 +59,13 @@ type Options struct {
 	// MaxBodyBytes bounds a request body. Zero or negative means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxBufferedBodyBytes bounds the request body bytes held at once, all
+	// requests together (--max-buffered-body-bytes); a request whose body
+	// does not fit is refused with 503 body_buffer_exhausted. Zero or
+	// negative means DefaultMaxBufferedBodyBytes; a value below
+	// MaxBodyBytes+1 is raised to it, so that a body of the largest size
+	// can be read when nothing else is held.
+	MaxBufferedBodyBytes int64
 	// Logger receives structured logs carrying ids, never URLs, tokens,
 	// prompts or bodies. Nil discards them.
 	Logger *slog.Logger
@@ -94,6 +101,7 @@ type Router struct {
 	pressure   PressureView
 	keys       *Keys
 	maxBody    int64
+	bodies     *bodyBudget
 	log        *slog.Logger
 	recorder   Recorder
 	members    *memberClient
@@ -139,6 +147,11 @@ func New(opts Options) *Router {
 	if rt.maxBody <= 0 {
 		rt.maxBody = DefaultMaxBodyBytes
 	}
+	budget := opts.MaxBufferedBodyBytes
+	if budget <= 0 {
+		budget = DefaultMaxBufferedBodyBytes
+	}
+	rt.bodies = newBodyBudget(max(budget, rt.maxBody+1))
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
 	}
@@ -150,6 +163,13 @@ func New(opts Options) *Router {
 	rt.proxy = rt.newReverseProxy()
 	rt.table.Store(&table{aliases: map[string]aliasEntry{}, models: modelsBody(nil)})
 	return rt
+}
+
+// BufferedBodyBytes returns the capacity of the request body buffers held
+// now, all requests together, and the budget for them
+// (Options.MaxBufferedBodyBytes).
+func (rt *Router) BufferedBodyBytes() (held, limit int64) {
+	return rt.bodies.inUse(), rt.bodies.limit
 }
 
 // Loaded reports whether a source snapshot was applied; the admin /readyz
@@ -213,18 +233,24 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		rt.refuse(w, &o, ResultRefused, errUnauthorized)
 		return
 	}
-	buf, err := readBody(r, rt.maxBody)
+	buf, err := readBody(r, rt.maxBody, rt.bodies)
 	if err != nil {
 		e := errBadRequest
-		if errors.Is(err, errBodyTooLarge) {
+		switch {
+		case errors.Is(err, errBodyTooLarge):
 			e = errTooLarge
 			w.Header().Set("Connection", "close") // the rest of the body is not read.
+		case errors.Is(err, errBodyBudget):
+			e = errBodyBufferExhausted
+			w.Header().Set("Connection", "close")
 		}
 		rt.refuse(w, &o, ResultRefused, e)
 		return
 	}
-	defer recycleBody(buf)
-	model, ok := modelField(*buf)
+	held := heldBodies{buf}
+	defer held.release()
+	body := buf.b
+	model, ok := modelField(body)
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errBadRequest)
 		return
@@ -235,6 +261,13 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ts := entry.tier
+	// The copy of the body that names the tier's servedModel is charged to
+	// the body budget here, still a gate: a refusal reserves nothing.
+	sentModel := ts.cfg.Load().upstreamModel
+	if held[1], err = rewriteFor(sentModel, body, model, rt.bodies, false); err != nil {
+		rt.refuse(w, &o, ResultRefused, errBodyBufferExhausted)
+		return
+	}
 	o.Alias, o.Tier = entry.alias, ts.key
 	w.Header()[headerTier] = ts.tierName
 
@@ -246,7 +279,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, admission.ErrHandedOver) && rt.handedOver != nil {
 			// The tier's admission moved to the router replacing this one
 			// after the request arrived: it goes there, body and all.
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(*buf)), int64(len(*buf))
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 			rt.handedOver(w, r)
 			return
 		}
@@ -267,17 +300,23 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	if rt.recorder != nil {
 		o.Selection = lease.Selection()
 	}
-	body := *buf
-	if q := cfg.upstreamModel; q != nil && (model.count > 1 || !bytes.Equal(body[model.start:model.end], q)) {
-		// The member serves the tier's servedModel, not the alias.
-		up := getBody()
-		defer recycleBody(up)
-		*up = rewriteModel((*up)[:0], body, model, q)
-		body = *up
+	if q := cfg.upstreamModel; !bytes.Equal(q, sentModel) {
+		// The tier was reconfigured since the gate with another
+		// servedModel: the copy is redone, charged whatever the budget
+		// holds, since the request is admitted.
+		if held[1] != nil {
+			held[1].release()
+		}
+		held[1], _ = rewriteFor(q, body, model, rt.bodies, true)
 	}
-	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: body, idHeader: idHeader,
+	if held[1] != nil {
+		body = held[1].b // the member serves the tier's servedModel, not the alias.
+	}
+	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: body, held: held, idHeader: idHeader,
 		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context()}
+	held = heldBodies{} // the exchange releases them now.
 	if route == nil {
+		ex.held.release()
 		// Unreachable: a lease names a member of the configuration it was
 		// acquired under. Answer as an upstream failure rather than crash.
 		if e := ex.failed(errNoRoute); e != nil {

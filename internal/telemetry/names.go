@@ -21,6 +21,8 @@ const (
 	namePressureAge              = "sluice_pressure_age_seconds"
 	nameDecisionLogDropped       = "sluice_decision_log_dropped_total"
 	nameSchedulerEvidenceDropped = "sluice_decision_scheduler_evidence_dropped_total"
+	nameBodyBuffered             = "sluice_request_body_buffered_bytes"
+	nameBodyBufferLimit          = "sluice_request_body_buffer_limit_bytes"
 )
 
 // The label names; no other label is used.
