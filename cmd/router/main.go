@@ -145,7 +145,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.keysPoll, "keys-poll-interval", router.DefaultKeyPollInterval, "how often the key and token files are reread")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.Int64Var(&c.maxBufferedBodies, "max-buffered-body-bytes", router.DefaultMaxBufferedBodyBytes,
-		"request body bytes held at once, all requests together (503 body_buffer_exhausted above); more than --max-body-bytes")
+		"request body bytes held at once, all requests together (503 body_buffer_exhausted above); more than twice --max-body-bytes")
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", defaultBodyReadTimeout, "how long a request's headers and body may take to arrive (400 after)")
 	fs.IntVar(&c.decisionLogSize, "decision-log-size", defaultDecisionLogSize, "decision records kept in memory for /admin/v1/decisions (0 keeps none)")
 	fs.StringVar(&c.decisionLogFile, "decision-log-file", "", "JSONL file the decision records are appended to (rotated at 64 MiB, one previous file kept as FILE.1); none means memory only")
@@ -170,8 +170,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("--node-name (or $NODE_NAME) is required")
 	case c.maxBodyBytes <= 0:
 		return config{}, errors.New("--max-body-bytes must be positive")
-	case c.maxBufferedBodies <= c.maxBodyBytes:
-		return config{}, errors.New("--max-buffered-body-bytes must be above --max-body-bytes")
+	case c.maxBufferedBodies/2 <= c.maxBodyBytes:
+		return config{}, errors.New("--max-buffered-body-bytes must be above twice --max-body-bytes")
 	case c.decisionLogSize < 0 || c.decisionLogSize > maxDecisionLogSize:
 		return config{}, fmt.Errorf("--decision-log-size must be within 0..%d", maxDecisionLogSize)
 	case c.shutdownTimeout <= 0:

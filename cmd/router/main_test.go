@@ -38,8 +38,8 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--node-name", "n"}}, // kube mode
 		{args: []string{"--tiers-dir", "d"}, wantErr: "--node-name"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "0"}, wantErr: "--max-body-bytes"},
-		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-buffered-body-bytes", "16777216"}, wantErr: "--max-buffered-body-bytes"},
-		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "100", "--max-buffered-body-bytes", "100"}, wantErr: "--max-buffered-body-bytes"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-buffered-body-bytes", "33554432"}, wantErr: "--max-buffered-body-bytes"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "100", "--max-buffered-body-bytes", "201"}, wantErr: "--max-buffered-body-bytes"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--decision-log-size", "-1"}, wantErr: "--decision-log-size"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--shutdown-timeout", "0s"}, wantErr: "--shutdown-timeout"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--tiers-poll-interval", "1ms"}, wantErr: "--tiers-poll-interval"},

@@ -1,9 +1,11 @@
 package enginesim
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 )
 
 // FaultHeader is the request header that selects a fault for one
@@ -34,6 +36,25 @@ const (
 	// goes away, holding no slot — for the router's response header
 	// timeout.
 	FaultStallHeaders Fault = "stall-headers"
+	// FaultEndlessHeader is a hostile member: it takes the connection over
+	// and sends a 200 status line and one header line that never ends,
+	// until the client closes the connection, holding no slot — for the
+	// router's bound on response heads.
+	FaultEndlessHeader Fault = "endless-header"
+	// FaultInformationalFlood is a hostile member: it takes the connection
+	// over and sends "100 Continue" responses without end, until the client
+	// closes the connection, holding no slot — for the router's bound on
+	// informational responses.
+	FaultInformationalFlood Fault = "informational-flood"
+)
+
+// Bounds of the hostile faults.
+const (
+	// hostileChunk is the size of each write of a hostile fault.
+	hostileChunk = 32 << 10
+	// hostileLimit bounds how long a hostile fault writes to a client that
+	// neither reads nor closes.
+	hostileLimit = time.Minute
 )
 
 // parseFault returns the fault a request's FaultHeader names. It fails with
@@ -47,7 +68,7 @@ func parseFault(h http.Header) (Fault, error) {
 		return FaultNone, fmt.Errorf("%w: %d header values", ErrUnknownFault, len(vals))
 	}
 	switch f := Fault(vals[0]); f {
-	case FaultResetMidBody, FaultTruncateSSE, FaultStall, FaultStallHeaders:
+	case FaultResetMidBody, FaultTruncateSSE, FaultStall, FaultStallHeaders, FaultEndlessHeader, FaultInformationalFlood:
 		return f, nil
 	default:
 		return FaultNone, ErrUnknownFault
@@ -100,4 +121,37 @@ func (r *resetter) abortMidBody(w http.ResponseWriter, f Fault) {
 	// Deferred releases run while the panic unwinds; net/http then closes
 	// the connection without ending the body.
 	panic(http.ErrAbortHandler)
+}
+
+// hostileHead is what a hostile fault sends: its first bytes once, then its
+// repeated chunk until the client closes the connection.
+func hostileHead(f Fault) (first, chunk []byte) {
+	if f == FaultEndlessHeader {
+		return []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Enginesim-Pad: "),
+			bytes.Repeat([]byte("x"), hostileChunk)
+	}
+	continued := []byte("HTTP/1.1 100 Continue\r\n\r\n")
+	return nil, bytes.Repeat(continued, hostileChunk/len(continued))
+}
+
+// floodHead takes the request's connection over and writes the hostile
+// fault f's bytes until a write fails (the client closed the connection)
+// or hostileLimit passes, then closes it. It reports false when the
+// connection cannot be taken over.
+func floodHead(w http.ResponseWriter, f Fault) bool {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetWriteDeadline(time.Now().Add(hostileLimit))
+	first, chunk := hostileHead(f)
+	if _, err := conn.Write(first); err != nil {
+		return true
+	}
+	for {
+		if _, err := conn.Write(chunk); err != nil {
+			return true
+		}
+	}
 }

@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // faultRequest sends a chat request of 8 tokens with the fault header set
@@ -305,5 +308,48 @@ func TestText(t *testing.T) {
 	}
 	if Text(0) != "" {
 		t.Fatalf("Text(0) = %q", Text(0))
+	}
+}
+
+// TestFaultHostileHeads reads 256 KiB of each hostile fault on a raw
+// connection: endless-header is a 200 status line and one header line of
+// "x" that never ends, informational-flood "100 Continue" responses without
+// end; neither holds a slot, and both end when the client closes.
+func TestFaultHostileHeads(t *testing.T) {
+	const read = 256 << 10
+	for _, f := range []Fault{FaultEndlessHeader, FaultInformationalFlood} {
+		t.Run(string(f), func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.AllowFaultHeader = true })
+			var d net.Dialer
+			ctx, cancel := context.WithTimeout(context.Background(), failsafe)
+			defer cancel()
+			conn, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(h.ts.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close() }()
+			_ = conn.SetDeadline(time.Now().Add(failsafe))
+			body := `{"model":"sim/model-1","messages":[],"max_tokens":8}`
+			req := "POST /v1/chat/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n" +
+				FaultHeader + ": " + string(f) + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+			if _, err := io.WriteString(conn, req); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, read)
+			if _, err := io.ReadFull(conn, got); err != nil {
+				t.Fatalf("read %d bytes: %v", read, err)
+			}
+			first, chunk := hostileHead(f)
+			want := append(first, bytes.Repeat(chunk, read/len(chunk)+1)...)[:read]
+			if !bytes.Equal(got, want) {
+				t.Fatalf("the first bytes differ: %q...", got[:80])
+			}
+			if s := h.e.State(); s.InFlight != 1 || s.Running != 0 || s.Waiting != 0 {
+				t.Fatalf("state %+v, want the one request in its handler, holding no slot", s)
+			}
+			// The handler ends when the client closes the connection.
+			_ = conn.Close()
+			h.await("no request in flight", func(s State) bool { return s.InFlight == 0 })
+		})
 	}
 }

@@ -328,8 +328,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep Endpoint) {
 	if !s.preflight(w, r, ep) {
 		return
 	}
-	if fault == FaultStallHeaders {
+	switch fault {
+	case FaultStallHeaders:
 		_ = e.sleepUntilDone(r.Context())
+		return
+	case FaultEndlessHeader, FaultInformationalFlood:
+		if !floodHead(w, fault) {
+			panic(http.ErrAbortHandler)
+		}
 		return
 	}
 	maxOutput := 0
@@ -361,7 +367,7 @@ func (s *Server) requestFault(w http.ResponseWriter, r *http.Request) (Fault, bo
 	f, err := parseFault(r.Header)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_fault", "",
-			"The X-Enginesim-Fault header must name one of reset-mid-body, truncate-sse, stall, stall-headers.")
+			"The X-Enginesim-Fault header must name one of reset-mid-body, truncate-sse, stall, stall-headers, endless-header, informational-flood.")
 		return FaultNone, false
 	}
 	return f, true

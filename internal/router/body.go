@@ -15,8 +15,9 @@ const (
 	DefaultMaxBodyBytes = 16 << 20
 	// DefaultMaxBufferedBodyBytes is the default
 	// --max-buffered-body-bytes: the request body bytes the router holds at
-	// once, all requests together. 64 MiB is four bodies of the largest
-	// default size, or thousands of ordinary prompts, and keeps the
+	// once, all requests together. Of 64 MiB, buffers above bodyChunk may
+	// take 48 MiB (two bodies of the largest default size and more smaller
+	// ones); the rest holds thousands of ordinary prompts. It keeps the
 	// router well inside a 256 MiB memory limit.
 	DefaultMaxBufferedBodyBytes = 64 << 20
 	// maxPooledBody is the largest buffer returned to the pool; rarer,
@@ -35,19 +36,25 @@ const (
 
 // bodyBudget bounds the bytes of request body buffers the router holds at
 // once (--max-buffered-body-bytes): every buffer's capacity is reserved
-// before it is allocated and given back when the buffer is released. A nil
-// *bodyBudget holds anything.
+// before it is allocated and given back when the buffer is released.
+// Buffers above bodyChunk may take only three quarters of the budget (large):
+// the last quarter is kept for ordinary bodies, so that large slow bodies
+// cannot refuse every request. A nil *bodyBudget holds anything.
 type bodyBudget struct {
 	limit int64
+	large int64 // the most that buffers above bodyChunk may hold.
 	used  atomic.Int64
 }
 
 // newBodyBudget returns a budget of limit bytes.
-func newBodyBudget(limit int64) *bodyBudget { return &bodyBudget{limit: limit} }
+func newBodyBudget(limit int64) *bodyBudget {
+	return &bodyBudget{limit: limit, large: limit - limit/4}
+}
 
-// reserve takes n bytes from the budget and reports whether it could; with
-// force it always takes them, even beyond the limit.
-func (b *bodyBudget) reserve(n int64, force bool) bool {
+// reserve takes n bytes from the budget for a buffer of capacity c and
+// reports whether it could; with force it always takes them, even beyond
+// the limit.
+func (b *bodyBudget) reserve(n int64, c int, force bool) bool {
 	if b == nil {
 		return true
 	}
@@ -55,9 +62,13 @@ func (b *bodyBudget) reserve(n int64, force bool) bool {
 		b.used.Add(n)
 		return true
 	}
+	limit := b.limit
+	if c > bodyChunk {
+		limit = b.large
+	}
 	for {
 		used := b.used.Load()
-		if used+n > b.limit {
+		if used+n > limit {
 			return false
 		}
 		if b.used.CompareAndSwap(used, used+n) {
@@ -102,10 +113,10 @@ var bodyPool = sync.Pool{New: func() any {
 func newBodyBuf(budget *bodyBudget, n int, force bool) (*bodyBuf, error) {
 	bb, _ := bodyPool.Get().(*bodyBuf)
 	bb.b = bb.b[:0]
-	if !budget.reserve(int64(cap(bb.b)), force) {
+	if !budget.reserve(int64(cap(bb.b)), cap(bb.b), force) {
 		bodyPool.Put(bb)
 		bb = &bodyBuf{}
-		if !budget.reserve(initialBodyBuffer, false) {
+		if !budget.reserve(initialBodyBuffer, initialBodyBuffer, false) {
 			return nil, errBodyBudget
 		}
 		bb.b = make([]byte, 0, initialBodyBuffer)
@@ -126,7 +137,7 @@ func (bb *bodyBuf) grow(n, most int, force bool) error {
 		return nil
 	}
 	c := max(n, min(2*cap(bb.b), most))
-	if !bb.budget.reserve(int64(c)-bb.charged, force) {
+	if !bb.budget.reserve(int64(c)-bb.charged, c, force) {
 		return errBodyBudget
 	}
 	bb.charged = int64(c)

@@ -56,38 +56,53 @@ func paddedChat(model string, n int) []byte {
 	return []byte(`{"model":"` + model + `","pad":"` + strings.Repeat("x", n) + `"}`)
 }
 
+// slowPost serves a request whose body stops after at of its bytes (a
+// slow client) on a goroutine; the recorder arrives on the returned
+// channel once the body was let go on and the request was served.
+func slowPost(f *fixture, body *gatedBody) <-chan *httptest.ResponseRecorder {
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, pathChatCompletions, nil)
+	req.Body, req.ContentLength = body, -1
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		f.rt.ServeHTTP(w, req)
+		done <- w
+	}()
+	select {
+	case <-body.reached:
+	case <-time.After(failSafe):
+		f.t.Fatal("the slow body was not read")
+	}
+	return done
+}
+
 // TestBodyBudget proves the budget of buffered request bodies
-// (Options.MaxBufferedBodyBytes): while one slow client holds most of it, a
-// large body is refused with 503 body_buffer_exhausted and Retry-After: 1
-// before any reservation (no lease, no member reached, a gate refusal in
-// the decision record), small requests still pass, and once the slow body
-// is served the large body passes. Every buffer's charge is given back:
-// the router holds no body bytes at the end.
+// (Options.MaxBufferedBodyBytes): while slow clients hold the share of
+// large buffers, a large body is refused with 503 body_buffer_exhausted and
+// Retry-After: 1 before any reservation (no lease, no member reached, a
+// gate refusal in the decision record), an ordinary body still passes on
+// the quarter kept for it, and once the slow bodies are served the large
+// body passes. Every buffer's charge is given back: the router holds no
+// body bytes at the end.
 func TestBodyBudget(t *testing.T) {
-	const maxBody, budget = 1 << 20, 3 << 19 // 1 MiB bodies, 1.5 MiB in all.
+	// 1 MiB bodies and the least budget for them, 2 MiB + 2 bytes: large
+	// buffers may hold 1.5 MiB + 2 bytes of it.
+	const maxBody, budget = 1 << 20, 2<<20 + 2
 	f := newFixture(t, fixtureOptions{maxBody: maxBody, maxBuffered: budget})
 	up := newUpstream(t, "gpu0", nil)
 	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
 		[]memberSpec{{"gpu0", up.srv.URL, 8}}, upstreamModel(v1alpha1.UpstreamModelAlias)))
 
-	// A slow client: 600 KiB of its 700 KiB arrived, in a buffer grown to
-	// 1 MiB, and the rest does not come yet.
-	slow := newGatedBody(paddedChat("llama", 700<<10), 600<<10)
-	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, pathChatCompletions, nil)
-	req.Body, req.ContentLength = slow, -1
-	slowDone := make(chan *httptest.ResponseRecorder)
-	go func() {
-		w := httptest.NewRecorder()
-		f.rt.ServeHTTP(w, req)
-		slowDone <- w
-	}()
-	select {
-	case <-slow.reached:
-	case <-time.After(failSafe):
-		t.Fatal("the slow body was not read")
+	// Two slow clients: 600 KiB of 700 KiB arrived, in a buffer grown to
+	// 1 MiB, and 400 KiB of 450 KiB in one of 512 KiB; the rest does not
+	// come yet. Together they hold the large share.
+	slow := []*gatedBody{newGatedBody(paddedChat("llama", 700<<10), 600<<10), newGatedBody(paddedChat("llama", 450<<10), 400<<10)}
+	var done []<-chan *httptest.ResponseRecorder
+	for _, b := range slow {
+		done = append(done, slowPost(f, b))
 	}
-	if held, limit := f.rt.BufferedBodyBytes(); held != 1<<20 || limit != budget {
-		t.Fatalf("held %d of %d, want the slow body's %d of %d", held, limit, 1<<20, budget)
+	if held, limit := f.rt.BufferedBodyBytes(); held != 3<<19 || limit != budget {
+		t.Fatalf("held %d of %d, want the slow bodies' %d of %d", held, limit, 3<<19, budget)
 	}
 
 	large := string(paddedChat("llama", 600<<10))
@@ -118,18 +133,19 @@ func TestBodyBudget(t *testing.T) {
 	}
 
 	if resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
-		t.Fatalf("small body while the budget is held: %d %s", resp.StatusCode, body)
+		t.Fatalf("ordinary body while the large share is held: %d %s", resp.StatusCode, body)
 	}
 	f.outcome()
 
-	close(slow.gate)
-	w := <-slowDone
-	if w.Code != http.StatusOK {
-		t.Fatalf("slow body: %d %s", w.Code, w.Body)
+	for i, b := range slow {
+		close(b.gate)
+		if w := <-done[i]; w.Code != http.StatusOK {
+			t.Fatalf("slow body %d: %d %s", i, w.Code, w.Body)
+		}
+		f.outcome()
 	}
-	f.outcome()
 	if resp, body := f.mustPost(pathChatCompletions, large, nil); resp.StatusCode != http.StatusOK {
-		t.Fatalf("large body once the slow one was served: %d %s", resp.StatusCode, body)
+		t.Fatalf("large body once the slow ones were served: %d %s", resp.StatusCode, body)
 	}
 	f.outcome()
 	if held, _ := f.rt.BufferedBodyBytes(); held != 0 {
@@ -143,13 +159,13 @@ func TestBodyBudget(t *testing.T) {
 // does not fit is refused before any reservation, one that fits is
 // served, and neither leaves a byte charged.
 func TestBodyBudgetCountsTheRewrite(t *testing.T) {
-	const maxBody, budget = 1 << 20, 3 << 19
+	const maxBody, budget = 1 << 20, 2<<20 + 2
 	f := newFixture(t, fixtureOptions{maxBody: maxBody, maxBuffered: budget})
 	up := newUpstream(t, "gpu0", nil)
 	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []memberSpec{{"gpu0", up.srv.URL, 8}}))
 
 	// 600 KiB read into a 1 MiB buffer, and its copy of 600 KiB more: above
-	// 1.5 MiB.
+	// the large share, 1.5 MiB + 2 bytes.
 	resp, body := f.mustPost(pathChatCompletions, string(paddedChat("llama", 600<<10)), nil)
 	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "body_buffer_exhausted" {
 		t.Fatalf("body and copy above the budget: %d %s, want 503 body_buffer_exhausted", resp.StatusCode, body)
@@ -205,5 +221,36 @@ func TestBodyReleasedAtHeaders(t *testing.T) {
 	}
 	if o := f.outcome(); o.End != EndComplete {
 		t.Fatalf("end %q", o.End)
+	}
+}
+
+// TestBodyBudgetShares proves the split of the budget: buffers above
+// bodyChunk may hold three quarters of it, smaller ones all of it, so that
+// large bodies never take the last quarter from ordinary ones.
+func TestBodyBudgetShares(t *testing.T) {
+	b := newBodyBudget(1000)
+	const large, small = bodyChunk + 1, bodyChunk
+	for _, step := range []struct {
+		n, c int
+		want bool
+	}{
+		{700, large, true},
+		{51, large, false}, // 751 > 750
+		{50, large, true},  // 750
+		{200, small, true}, // 950
+		{1, large, false},
+		{51, small, false}, // 1001 > 1000
+		{50, small, true},  // 1000
+	} {
+		if got := b.reserve(int64(step.n), step.c, false); got != step.want {
+			t.Fatalf("reserve %d for capacity %d with %d used: %v, want %v", step.n, step.c, b.inUse(), got, step.want)
+		}
+	}
+	if !b.reserve(10, large, true) || b.inUse() != 1010 {
+		t.Fatalf("a forced reservation: %d used, want 1010", b.inUse())
+	}
+	b.release(1010)
+	if b.inUse() != 0 {
+		t.Fatalf("%d used after releasing everything", b.inUse())
 	}
 }

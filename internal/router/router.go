@@ -61,10 +61,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxBufferedBodyBytes bounds the request body bytes held at once, all
 	// requests together (--max-buffered-body-bytes); a request whose body
-	// does not fit is refused with 503 body_buffer_exhausted. Zero or
-	// negative means DefaultMaxBufferedBodyBytes; a value below
-	// MaxBodyBytes+1 is raised to it, so that a body of the largest size
-	// can be read when nothing else is held.
+	// does not fit is refused with 503 body_buffer_exhausted. Buffers above
+	// 64 KiB may hold three quarters of it; the rest is kept for smaller
+	// bodies. Zero or negative means DefaultMaxBufferedBodyBytes; a value
+	// below twice MaxBodyBytes+1 is raised to it, so that a body of the
+	// largest size can be read when nothing else is held.
 	MaxBufferedBodyBytes int64
 	// Logger receives structured logs carrying ids, never URLs, tokens,
 	// prompts or bodies. Nil discards them.
@@ -151,7 +152,7 @@ func New(opts Options) *Router {
 	if budget <= 0 {
 		budget = DefaultMaxBufferedBodyBytes
 	}
-	rt.bodies = newBodyBudget(max(budget, rt.maxBody+1))
+	rt.bodies = newBodyBudget(max(budget, 2*(rt.maxBody+1)))
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
 	}
