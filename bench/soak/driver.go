@@ -45,6 +45,10 @@ const (
 	faultTruncateSSE      = "truncate_sse"
 	faultStallIdle        = "stall_idle"
 	faultStallHeaders     = "stall_headers"
+	// A hostile member: a response header line that never ends, or
+	// 100 Continue without end (the router's bounds on response heads).
+	faultEndlessHeader   = "endless_header"
+	faultInformationalFx = "informational_flood"
 )
 
 // Outcomes of a request, as the driver classifies them.
@@ -86,6 +90,8 @@ type requestSpec struct {
 // plain requests.
 type faultMix struct {
 	disconnect, reset, truncate, stallIdle, stallHeaders float64
+	// hostile is split evenly between the two hostile member faults.
+	hostile float64
 }
 
 // pick draws one request from rng.
@@ -108,6 +114,8 @@ func (m faultMix) pick(rng *rand.Rand, id string) requestSpec {
 		{m.truncate, faultTruncateSSE, enginesim.FaultTruncateSSE, true},
 		{m.stallIdle, faultStallIdle, enginesim.FaultStall, false},
 		{m.stallHeaders, faultStallHeaders, enginesim.FaultStallHeaders, false},
+		{m.hostile / 2, faultEndlessHeader, enginesim.FaultEndlessHeader, false},
+		{m.hostile / 2, faultInformationalFx, enginesim.FaultInformationalFlood, false},
 	} {
 		if x < f.p {
 			s.fault, s.engineFx = f.class, string(f.header)

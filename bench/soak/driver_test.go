@@ -134,7 +134,7 @@ func (nopBody) Close() error { return nil }
 
 func TestFaultMixPick(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // a test's reproducible draws.
-	mix := faultMix{disconnect: 0.2, reset: 0.2, truncate: 0.2, stallIdle: 0.2, stallHeaders: 0.2}
+	mix := faultMix{disconnect: 0.2, reset: 0.2, truncate: 0.2, stallIdle: 0.1, stallHeaders: 0.1, hostile: 0.2}
 	seen := map[string]int{}
 	for range 1000 {
 		s := mix.pick(rng, "x")
@@ -145,8 +145,12 @@ func TestFaultMixPick(t *testing.T) {
 		if s.tokens < minTokens || s.tokens > maxTokens {
 			t.Fatalf("tokens %d", s.tokens)
 		}
+		if want := map[string]enginesim.Fault{faultEndlessHeader: enginesim.FaultEndlessHeader,
+			faultInformationalFx: enginesim.FaultInformationalFlood}[s.fault]; want != "" && s.engineFx != string(want) {
+			t.Fatalf("%s sends %q", s.fault, s.engineFx)
+		}
 	}
-	if seen[""] != 0 || len(seen) != 5 {
+	if seen[""] != 0 || len(seen) != 7 {
 		t.Fatalf("with probabilities adding up to 1 every request is faulted, each fault drawn: %v", seen)
 	}
 	a := faultMix{}.pick(rand.New(rand.NewPCG(3, 4)), "x") //nolint:gosec // a test's reproducible draws.

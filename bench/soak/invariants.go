@@ -338,7 +338,8 @@ type outcomeResult struct {
 // checkOutcomes classifies the driver's records. An aborted body is
 // documented when its request carried a mid-body or stall fault or its
 // member was killed while it was in flight; a 200 must have reached an
-// engine that logged it.
+// engine that logged it; a hostile member's request an engine logged must
+// get the router's 502 upstream_unavailable.
 func checkOutcomes(records []requestRecord, kills []killEvent, logged map[string]bool) outcomeResult {
 	res := outcomeResult{ByOutcome: map[string]int{}}
 	bad := func(r requestRecord, why string) {
@@ -360,6 +361,10 @@ func checkOutcomes(records []requestRecord, kills []killEvent, logged map[string
 			if !logged[r.ID] {
 				bad(r, "answered 200 but no engine logged it")
 			}
+		}
+		if hostile := r.Fault == faultEndlessHeader || r.Fault == faultInformationalFx; hostile && logged[r.ID] &&
+			r.Outcome != outcomeErrorPrefix+"upstream_unavailable" {
+			bad(r, "a hostile member's answer was not 502 upstream_unavailable")
 		}
 	}
 	return res

@@ -208,10 +208,14 @@ func TestCheckOutcomes(t *testing.T) {
 		{ID: "killed abort", Member: "gpu0", Start: ms(900), End: ms(1100), Outcome: outcomeAborted},
 		{ID: "unexplained abort", Member: "gpu1", Start: ms(900), End: ms(1100), Outcome: outcomeAborted},
 		{ID: "bad", Outcome: outcomeBadContent},
+		{ID: "hostile", Fault: faultEndlessHeader, Outcome: outcomeErrorPrefix + "upstream_unavailable"},
+		{ID: "hostile timeout", Fault: faultInformationalFx, Outcome: outcomeErrorPrefix + "upstream_timeout"},
+		{ID: "hostile refused", Fault: faultInformationalFx, Outcome: outcomeErrorPrefix + "capacity_exhausted"},
 	}
-	res := checkOutcomes(records, kills, map[string]bool{"ok": true})
-	if res.Bad != 3 {
-		t.Fatalf("bad %d, want 3 (unlogged 200, unexplained abort, bad content): %v", res.Bad, res.Examples)
+	logged := map[string]bool{"ok": true, "hostile": true, "hostile timeout": true}
+	res := checkOutcomes(records, kills, logged)
+	if res.Bad != 4 {
+		t.Fatalf("bad %d, want 4 (unlogged 200, unexplained abort, bad content, hostile answered 504): %v", res.Bad, res.Examples)
 	}
 	if res.ByOutcome[outcomeAborted] != 3 || res.ByOutcome[outcomeOK] != 2 {
 		t.Fatalf("by outcome %v", res.ByOutcome)

@@ -60,6 +60,7 @@ const (
 	defaultTruncate     = 0.03
 	defaultStallIdle    = 0.01
 	defaultStallHeaders = 0.01
+	defaultHostile      = 0.01
 	exitFailure         = 1
 	exitUsage           = 2
 )
@@ -107,10 +108,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.mix.truncate, "p-truncate", defaultTruncate, "probability of a truncated stream")
 	fs.Float64Var(&o.mix.stallIdle, "p-stall", defaultStallIdle, "probability of a body stall (idle timeout)")
 	fs.Float64Var(&o.mix.stallHeaders, "p-stall-headers", defaultStallHeaders, "probability of a header stall (header timeout)")
+	fs.Float64Var(&o.mix.hostile, "p-hostile", defaultHostile, "probability of a hostile member (endless header line or 100 Continue flood)")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", errUsage, err)
 	}
-	p := []float64{o.mix.disconnect, o.mix.reset, o.mix.truncate, o.mix.stallIdle, o.mix.stallHeaders}
+	p := []float64{o.mix.disconnect, o.mix.reset, o.mix.truncate, o.mix.stallIdle, o.mix.stallHeaders, o.mix.hostile}
 	sum := 0.0
 	for _, x := range p {
 		if x < 0 || x > 1 {

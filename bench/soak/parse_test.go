@@ -114,7 +114,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"--duration", "0s"}, {"--engines", "2"}, {"--workers", "0"}, {"--p-reset", "1.5"},
-		{"--p-reset", "0.6", "--p-truncate", "0.6"}, {"--fd-slack", "-1"}, {"--kill-downtime", "-1s"},
+		{"--p-reset", "0.6", "--p-truncate", "0.6"}, {"--p-hostile", "-0.1"}, {"--fd-slack", "-1"}, {"--kill-downtime", "-1s"},
 		{"extra"}, {"--no-such-flag"},
 	} {
 		var stderr bytes.Buffer

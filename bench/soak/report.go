@@ -60,7 +60,7 @@ type report struct {
 	Extra           map[string]string   `json:"extra,omitempty"`
 }
 
-// faultClassOf maps each counted fault to its class: the seven kinds of
+// faultClassOf maps each counted fault to its class: the nine kinds of
 // fault the soak must inject (docs/RELIABILITY.md#fault-model).
 var faultClassOf = map[string]string{
 	faultClientDisconnect: "client_disconnect",
@@ -68,6 +68,8 @@ var faultClassOf = map[string]string{
 	faultTruncateSSE:      "truncate_sse",
 	faultStallIdle:        "stall",
 	faultStallHeaders:     "stall",
+	faultEndlessHeader:    "hostile_member",
+	faultInformationalFx:  "hostile_member",
 	chaosKill:             "engine_kill",
 	chaosCeilingUp:        "reconfig",
 	chaosCeilingDown:      "reconfig",
@@ -82,7 +84,7 @@ var faultClassOf = map[string]string{
 
 // faultClasses lists the classes in report order.
 var faultClasses = []string{
-	"client_disconnect", "reset_mid_body", "truncate_sse", "stall", "engine_kill", "reconfig", "quiesce", "drain",
+	"client_disconnect", "reset_mid_body", "truncate_sse", "stall", "hostile_member", "engine_kill", "reconfig", "quiesce", "drain",
 }
 
 // classify sums the fault counts by class; every class is present.

@@ -193,6 +193,12 @@ func startRouter(t *testing.T, tiers ...tier) *router {
 // win).
 func startRouterArgs(t *testing.T, extra []string, tiers ...tier) *router {
 	t.Helper()
+	return startRouterBin(t, bins.router, extra, tiers...)
+}
+
+// startRouterBin is startRouterArgs with the router binary bin.
+func startRouterBin(t *testing.T, bin string, extra []string, tiers ...tier) *router {
+	t.Helper()
 	r := &router{dir: t.TempDir()}
 	for _, tr := range tiers {
 		r.writeTier(t, tr)
@@ -208,7 +214,7 @@ func startRouterArgs(t *testing.T, extra []string, tiers ...tier) *router {
 		"--shutdown-grace", "0s",
 	}
 	args = append(args, extra...)
-	r.process = startProcess(t, "router", bins.router, args, startlines.RouterAddrs(&r.front, &r.admin))
+	r.process = startProcess(t, "router", bin, args, startlines.RouterAddrs(&r.front, &r.admin))
 	for _, tr := range tiers {
 		eventually(t, "members of "+tr.key()+" ready", func() (bool, string) {
 			v, err := r.tierCapacity(tr.key())
