@@ -295,7 +295,7 @@ func parseLegacy(obj map[string]json.RawMessage) (Record, error) {
 
 // parseAttempt decodes the attempt of an admitted record into r.
 func parseAttempt(raw json.RawMessage, r *Record) error {
-	obj, err := object(raw, attemptKeys, keyEjection)
+	obj, err := object(raw, attemptKeys, keyEjection, keyProtocol)
 	if err != nil {
 		return err
 	}
@@ -311,6 +311,12 @@ func parseAttempt(raw json.RawMessage, r *Record) error {
 			return errUnknownEnum
 		}
 	}
+	if _, ok := obj[keyProtocol]; ok {
+		r.Protocol = ProtocolError(f.str(keyProtocol))
+		if f.err == nil && !r.Protocol.valid() {
+			return errUnknownEnum
+		}
+	}
 	switch {
 	case f.err != nil:
 		return f.err
@@ -318,8 +324,10 @@ func parseAttempt(raw json.RawMessage, r *Record) error {
 		return errBadID
 	case !r.End.valid():
 		return errUnknownEnum
-	case r.Ejection != "" && (r.End != StreamUpstreamUnavailable || r.Status != 502):
+	case (r.Ejection != "" || r.Protocol != "") && (r.End != StreamUpstreamUnavailable || r.Status != 502):
 		return errInconsistent
+	case r.Ejection != "" && r.Protocol != "":
+		return errInconsistent // a member that answered was not ejected.
 	case class != StatusClass(r.Status):
 		return errInconsistent
 	case r.End == StreamMalformed && class != "2xx":

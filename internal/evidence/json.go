@@ -11,16 +11,19 @@ import (
 // nanoseconds, trailing zeros trimmed.
 const timeLayout = time.RFC3339Nano
 
-// keyEjection is the one optional attempt key: present only when the
-// exchange ejected its member.
-const keyEjection = "ejection"
+// The optional attempt keys: ejection only when the exchange ejected its
+// member, protocol_error only when the member broke the protocol.
+const (
+	keyEjection = "ejection"
+	keyProtocol = "protocol_error"
+)
 
 // The JSON keys of a record, of an attempt, of the scheduler payload and of
 // one score row: the allowlist. Serialization writes exactly these keys and
 // ingestion accepts exactly these keys.
 var (
 	recordKeys    = []string{"request_id", "time", "duration_us", "alias", "tier", "outcome", "status", "refusal_reason", "attempts", "replica_scheduler"}
-	attemptKeys   = []string{"member_id", "status_class", "duration_us", "first_byte_us", "stream_outcome", "ejection"}
+	attemptKeys   = []string{"member_id", "status_class", "duration_us", "first_byte_us", "stream_outcome", "ejection", "protocol_error"}
 	schedulerKeys = []string{"selected_member_id", "reason", "eligible_ids", "scores"}
 	scoreKeys     = []string{"member_id", "local_active", "local_capacity", "upstream_freshness", "upstream_ppm", "upstream_unknown", "rotating_rank"}
 )
@@ -48,6 +51,7 @@ type attemptJSON struct {
 	FirstByteUS   *int64        `json:"first_byte_us"`
 	StreamOutcome StreamOutcome `json:"stream_outcome"`
 	Ejection      Ejection      `json:"ejection,omitempty"`
+	Protocol      ProtocolError `json:"protocol_error,omitempty"`
 }
 
 // schedulerJSON is the wire shape of the scheduler payload: the four fields
@@ -99,6 +103,7 @@ func (r *Record) wire() recordJSON {
 		DurationUS:    micros(r.attemptDuration()),
 		StreamOutcome: r.End,
 		Ejection:      r.Ejection,
+		Protocol:      r.Protocol,
 	}
 	if fb, ok := r.attemptFirstByte(); ok {
 		us := micros(fb)

@@ -48,15 +48,23 @@ func TestAllowlist(t *testing.T) {
 		t.Errorf("record keys %v, want %v", got, sorted(recordKeys))
 	}
 	attempt := m["attempts"].([]any)[0].(map[string]any)
-	required := slices.DeleteFunc(slices.Clone(attemptKeys), func(k string) bool { return k == keyEjection })
-	if got := sortedKeys(attempt); !slices.Equal(got, sorted(required)) {
-		t.Errorf("attempt keys %v, want %v: ejection only when the member was ejected", got, sorted(required))
+	optional := func(keys ...string) []string {
+		return slices.DeleteFunc(slices.Clone(attemptKeys), func(k string) bool { return slices.Contains(keys, k) })
+	}
+	if got, want := sortedKeys(attempt), sorted(optional(keyEjection, keyProtocol)); !slices.Equal(got, want) {
+		t.Errorf("attempt keys %v, want %v: ejection and protocol_error only when they happened", got, want)
 	}
 	ejected := capacityRecord(t)
 	ejected.End, ejected.Status, ejected.Ejection = StreamUpstreamUnavailable, 502, EjectionRefused
 	attempt = asMap(t, mustJSON(t, ejected))["attempts"].([]any)[0].(map[string]any)
-	if got := sortedKeys(attempt); !slices.Equal(got, sorted(attemptKeys)) || attempt[keyEjection] != "connection_refused" {
-		t.Errorf("ejected attempt %v, want every attempt key", attempt)
+	if got := sortedKeys(attempt); !slices.Equal(got, sorted(optional(keyProtocol))) || attempt[keyEjection] != "connection_refused" {
+		t.Errorf("ejected attempt %v, want every attempt key but protocol_error", attempt)
+	}
+	broken := capacityRecord(t)
+	broken.End, broken.Status, broken.Protocol = StreamUpstreamUnavailable, 502, ProtocolTooManyInformational
+	attempt = asMap(t, mustJSON(t, broken))["attempts"].([]any)[0].(map[string]any)
+	if got := sortedKeys(attempt); !slices.Equal(got, sorted(optional(keyEjection))) || attempt[keyProtocol] != "too_many_informational" {
+		t.Errorf("attempt of a protocol error %v, want every attempt key but ejection", attempt)
 	}
 	sched := m["replica_scheduler"].(map[string]any)
 	if got := sortedKeys(sched); !slices.Equal(got, sorted(schedulerKeys)) {

@@ -10,8 +10,9 @@ import (
 
 // The keys of the one-line format, in order. The first nine are the
 // router's access line as it was before scheduler evidence existed; the
-// three scheduler keys are appended only for a valid scheduler payload, and
-// ejection last, only when the exchange ejected its member.
+// three scheduler keys are appended only for a valid scheduler payload,
+// then ejection, only when the exchange ejected its member, and
+// protocol_error, only when the member broke the protocol.
 const (
 	keyRequestID      = "request_id"
 	keyTier           = "tier"
@@ -26,18 +27,20 @@ const (
 	keySchedulerWhy   = "replica_scheduler_reason"
 	keyEligibleCount  = "replica_eligible_count"
 	keyLineEjection   = "ejection"
+	keyLineProtocol   = "protocol_error"
 	schedulerCapacity = "capacity"
 )
 
 // LineAttrs is the number of attributes AppendAttrs appends at most.
-const LineAttrs = 13
+const LineAttrs = 14
 
 // AppendAttrs appends the record's one-line attributes, for a log/slog
 // access line: request_id, tier, member, result, code, status, end,
 // duration and first_byte — the router's access line, unchanged — and,
 // only when SchedulerValid, replica_scheduler=capacity,
-// replica_scheduler_reason=selected and replica_eligible_count=N, and only
-// when the exchange ejected its member, ejection=REASON. A
+// replica_scheduler_reason=selected and replica_eligible_count=N, only
+// when the exchange ejected its member, ejection=REASON, and only when the
+// member broke the protocol, protocol_error=REASON. A
 // slog.TextHandler renders them exactly as AppendLine writes them.
 func (r *Record) AppendAttrs(dst []slog.Attr) []slog.Attr {
 	dst = append(dst,
@@ -61,6 +64,9 @@ func (r *Record) AppendAttrs(dst []slog.Attr) []slog.Attr {
 	if r.Ejection != "" {
 		dst = append(dst, slog.String(keyLineEjection, string(r.Ejection)))
 	}
+	if r.Protocol != "" {
+		dst = append(dst, slog.String(keyLineProtocol, string(r.Protocol)))
+	}
 	return dst
 }
 
@@ -70,7 +76,8 @@ func (r *Record) AppendAttrs(dst []slog.Attr) []slog.Attr {
 // without a valid scheduler payload or an ejection the line is
 // byte-identical to the router's access line; a valid payload appends only
 // " replica_scheduler=capacity replica_scheduler_reason=selected
-// replica_eligible_count=N", an ejection only " ejection=REASON". Score
+// replica_eligible_count=N", an ejection only " ejection=REASON", a
+// protocol error only " protocol_error=REASON". Score
 // rows never appear in the line.
 func (r *Record) AppendLine(dst []byte) []byte {
 	dst = appendString(dst, keyRequestID, r.RequestID)
@@ -89,6 +96,9 @@ func (r *Record) AppendLine(dst []byte) []byte {
 	}
 	if r.Ejection != "" {
 		dst = appendString(append(dst, ' '), keyLineEjection, string(r.Ejection))
+	}
+	if r.Protocol != "" {
+		dst = appendString(append(dst, ' '), keyLineProtocol, string(r.Protocol))
 	}
 	return dst
 }

@@ -92,6 +92,30 @@ func (e Ejection) valid() bool {
 	return e == EjectionRefused || e == EjectionReset || e == EjectionClosed
 }
 
+// ProtocolError says how an admitted request's member broke the HTTP
+// protocol before its response headers (the exchange ended as 502
+// upstream_unavailable); empty when it did not. It is the attempt's
+// "protocol_error". The values are the router's ProtocolError values.
+type ProtocolError string
+
+// The closed set of ProtocolError values; a record without one has the
+// empty value.
+const (
+	// ProtocolHeadTooLarge means the member's response heads exceeded the
+	// router's bound.
+	ProtocolHeadTooLarge ProtocolError = "response_head_too_large"
+	// ProtocolTooManyInformational means the member sent more 1xx
+	// responses than the router reads.
+	ProtocolTooManyInformational ProtocolError = "too_many_informational"
+	// ProtocolSwitchingProtocols means the member answered 101.
+	ProtocolSwitchingProtocols ProtocolError = "switching_protocols"
+)
+
+// valid reports whether p is in the closed set.
+func (p ProtocolError) valid() bool {
+	return p == ProtocolHeadTooLarge || p == ProtocolTooManyInformational || p == ProtocolSwitchingProtocols
+}
+
 // The router error codes a record carries as its refusal reason or, for an
 // admitted request the router answered itself, as the code of its line.
 const (
@@ -191,6 +215,9 @@ type Record struct {
 	// Ejection says why the exchange ejected its member; empty when it did
 	// not. Only an upstream_unavailable attempt ejects.
 	Ejection Ejection
+	// Protocol says how the member broke the protocol before response
+	// headers; empty when it did not.
+	Protocol ProtocolError
 	// Scheduler is the Capacity lease's captured decision, nil for every
 	// other record. The record owns it: nobody may change it after the
 	// record is built.

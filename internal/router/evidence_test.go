@@ -80,6 +80,9 @@ func checkTerminalEvidence(t *testing.T, f *fixture, o Outcome, strategy v1alpha
 	if ej, _ := a["ejection"].(string); ej != string(o.Ejection) {
 		t.Errorf("attempt ejection %q, want %q", ej, o.Ejection)
 	}
+	if pe, _ := a["protocol_error"].(string); pe != string(o.ProtocolError) {
+		t.Errorf("attempt protocol_error %q, want %q", pe, o.ProtocolError)
+	}
 	_, hasPayload := m["replica_scheduler"]
 	line := rec.String()
 	if strategy != v1alpha1.StrategyCapacity {
@@ -96,7 +99,10 @@ func checkTerminalEvidence(t *testing.T, f *fixture, o Outcome, strategy v1alpha
 	}
 	suffix := " replica_scheduler=capacity replica_scheduler_reason=selected replica_eligible_count=2"
 	if o.Ejection != "" {
-		suffix += " ejection=" + string(o.Ejection) // an ejection's attribute comes last.
+		suffix += " ejection=" + string(o.Ejection) // an ejection's attribute comes after the scheduler's.
+	}
+	if o.ProtocolError != "" {
+		suffix += " protocol_error=" + string(o.ProtocolError) // a protocol error's comes last.
 	}
 	if !strings.HasSuffix(line, suffix) {
 		t.Errorf("line %s", line)

@@ -189,6 +189,7 @@ func (ex *exchange) failed(err error) *apiError {
 		return e
 	}
 	o.End = EndUnavailable
+	o.ProtocolError = protocolErrorOf(err)
 	e := errUpstreamUnavailable
 	o.Status, o.Code = e.status, e.code
 	return e

@@ -297,8 +297,8 @@ func TestSwitchingProtocolsIsRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
 		t.Fatalf("got %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
-	if o := f.outcome(); o.End != EndUnavailable {
-		t.Fatalf("outcome %+v", o)
+	if o := f.outcome(); o.End != EndUnavailable || o.ProtocolError != ProtocolSwitchingProtocols {
+		t.Fatalf("outcome %+v, want upstream_unavailable with protocol error switching_protocols", o)
 	}
 	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("next request: %d", resp.StatusCode)
@@ -472,6 +472,7 @@ func TestInformationalBounds(t *testing.T) {
 		serve      func(c net.Conn, br *bufio.Reader, stalled <-chan struct{})
 		wantStatus int
 		wantEnd    End
+		wantProto  ProtocolError
 	}{
 		{
 			desc: "the limit, then the final response",
@@ -497,7 +498,7 @@ func TestInformationalBounds(t *testing.T) {
 					}
 				}
 			},
-			wantStatus: http.StatusBadGateway, wantEnd: EndUnavailable,
+			wantStatus: http.StatusBadGateway, wantEnd: EndUnavailable, wantProto: ProtocolTooManyInformational,
 		},
 		{
 			desc: "1xx, then silence",
@@ -523,8 +524,8 @@ func TestInformationalBounds(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status %d %s, want %d", resp.StatusCode, body, tt.wantStatus)
 			}
-			if o := f.outcome(); o.End != tt.wantEnd || o.Ejection != "" {
-				t.Fatalf("outcome %+v, want end %s and no ejection", o, tt.wantEnd)
+			if o := f.outcome(); o.End != tt.wantEnd || o.Ejection != "" || o.ProtocolError != tt.wantProto {
+				t.Fatalf("outcome %+v, want end %s, protocol error %q and no ejection", o, tt.wantEnd, tt.wantProto)
 			}
 			f.assertIdle("ns/llama")
 		})

@@ -104,6 +104,39 @@ func ejectionReason(err error) Ejection {
 	return ""
 }
 
+// ProtocolError says how a member broke the HTTP protocol before its
+// response headers, ending the exchange as 502 upstream_unavailable; empty
+// when it did not. It does not eject the member: a member that answers at
+// all is alive.
+type ProtocolError string
+
+// The closed set of ProtocolError values.
+const (
+	// ProtocolHeadTooLarge means the member's response heads (1xx ones
+	// included) exceeded maxResponseHeaderBytes.
+	ProtocolHeadTooLarge ProtocolError = "response_head_too_large"
+	// ProtocolTooManyInformational means the member sent more than
+	// maxInformational 1xx responses.
+	ProtocolTooManyInformational ProtocolError = "too_many_informational"
+	// ProtocolSwitchingProtocols means the member answered 101 Switching
+	// Protocols, which no inference request asks for.
+	ProtocolSwitchingProtocols ProtocolError = "switching_protocols"
+)
+
+// protocolErrorOf returns the ProtocolError of an exchange's failure
+// before response headers, or "".
+func protocolErrorOf(err error) ProtocolError {
+	switch {
+	case errors.Is(err, errHeaderTooLarge):
+		return ProtocolHeadTooLarge
+	case errors.Is(err, errTooManyInformational):
+		return ProtocolTooManyInformational
+	case errors.Is(err, errUpgrade):
+		return ProtocolSwitchingProtocols
+	}
+	return ""
+}
+
 // StatusClientClosedRequest is the status recorded (never sent) for a
 // request whose client went away before response headers: the nginx
 // convention.
@@ -150,6 +183,9 @@ type Outcome struct {
 	// the connection, or reset a fresh one before any response byte); empty
 	// when it did not.
 	Ejection Ejection
+	// ProtocolError says how the member broke the protocol before response
+	// headers (heads too large, too many 1xx, 101); empty when it did not.
+	ProtocolError ProtocolError
 	// Selection is the lease's scheduler decision for Capacity tiers (the
 	// captured one, never recomputed) and nil otherwise.
 	Selection *scheduler.Decision
@@ -174,6 +210,7 @@ func (o *Outcome) Evidence() evidence.Record {
 		FirstByte: o.FirstByte,
 		End:       evidence.StreamOutcome(o.End),
 		Ejection:  evidence.Ejection(o.Ejection),
+		Protocol:  evidence.ProtocolError(o.ProtocolError),
 		Scheduler: o.Selection,
 	}
 }

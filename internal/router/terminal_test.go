@@ -48,6 +48,8 @@ type terminalCase struct {
 	run        func(t *testing.T, f *fixture, gpu0 *upstream)
 	wantEnd    End
 	wantStatus int
+	// wantProtocol is the outcome's ProtocolError.
+	wantProtocol ProtocolError
 }
 
 func terminalCases() []terminalCase {
@@ -348,7 +350,7 @@ func terminalCases() []terminalCase {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 			},
-			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
+			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway, wantProtocol: ProtocolHeadTooLarge,
 		},
 		{
 			name: "endless 1xx responses with big headers",
@@ -361,7 +363,7 @@ func terminalCases() []terminalCase {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 			},
-			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
+			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway, wantProtocol: ProtocolHeadTooLarge,
 		},
 		{
 			name: "reset mid-body",
@@ -502,6 +504,9 @@ func TestTerminalPaths(t *testing.T) {
 				}
 				if (strategy == v1alpha1.StrategyCapacity) != (o.Selection != nil) {
 					t.Errorf("selection = %v, want one exactly for Capacity", o.Selection)
+				}
+				if o.ProtocolError != tc.wantProtocol {
+					t.Errorf("protocol error %q, want %q", o.ProtocolError, tc.wantProtocol)
 				}
 				checkTerminalEvidence(t, f, o, strategy)
 				if got := f.releaseCalls("ns/llama", "gpu0"); got != 1 || f.totalReleases() != 1 {

@@ -16,6 +16,7 @@ const (
 	nameScheduleDuration         = "sluice_schedule_duration_seconds"
 	nameFirstByte                = "sluice_upstream_first_byte_seconds"
 	nameEjections                = "sluice_member_ejections_total"
+	nameProtocolErrors           = "sluice_member_protocol_errors_total"
 	nameStreamOutcomes           = "sluice_stream_outcomes_total"
 	namePressureFetches          = "sluice_pressure_fetch_total"
 	namePressureAge              = "sluice_pressure_age_seconds"

@@ -12,8 +12,9 @@ import (
 // {tier,member,outcome}, sluice_admission_refusals_total{tier,reason},
 // sluice_schedule_duration_seconds{tier},
 // sluice_upstream_first_byte_seconds{tier,member},
-// sluice_stream_outcomes_total{tier,member,outcome} and
-// sluice_member_ejections_total{tier,member,reason}. It is a router.Recorder
+// sluice_stream_outcomes_total{tier,member,outcome},
+// sluice_member_ejections_total{tier,member,reason} and
+// sluice_member_protocol_errors_total{tier,member,reason}. It is a router.Recorder
 // (Record is called once per request) and a prometheus.Collector. Label
 // values are tier keys and member ids from the configuration and the
 // router's closed outcome and code sets; a request refused before alias
@@ -25,6 +26,7 @@ type RequestMetrics struct {
 	schedule  *prometheus.HistogramVec
 	firstByte *prometheus.HistogramVec
 	ejections *prometheus.CounterVec
+	protocol  *prometheus.CounterVec
 	streams   *prometheus.CounterVec
 
 	// children caches the series of each label combination seen, so that
@@ -75,6 +77,10 @@ func NewRequestMetrics() *RequestMetrics {
 			Name: nameEjections,
 			Help: "Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset, connection_closed).",
 		}, []string{labelTier, labelMember, labelReason}),
+		protocol: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: nameProtocolErrors,
+			Help: "Exchanges a member ended by breaking the HTTP protocol before its response headers (answered 502 upstream_unavailable), by reason (response_head_too_large, too_many_informational, switching_protocols).",
+		}, []string{labelTier, labelMember, labelReason}),
 		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: nameStreamOutcomes,
 			Help: "Admitted requests by how their one upstream exchange ended (complete, truncated, malformed, upstream_unavailable, header_timeout, idle_timeout, upstream_error, client_gone, aborted).",
@@ -109,6 +115,10 @@ func (m *RequestMetrics) Record(o router.Outcome) {
 		// Rare, and only after a failed attempt: the label lookup is not
 		// cached.
 		m.ejections.WithLabelValues(o.Tier, o.Member, string(o.Ejection)).Inc()
+	}
+	if o.ProtocolError != "" {
+		// Rarer still: not cached either.
+		m.protocol.WithLabelValues(o.Tier, o.Member, string(o.ProtocolError)).Inc()
 	}
 }
 
@@ -146,6 +156,7 @@ func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.schedule.Describe(ch)
 	m.firstByte.Describe(ch)
 	m.ejections.Describe(ch)
+	m.protocol.Describe(ch)
 	m.streams.Describe(ch)
 }
 
@@ -156,5 +167,6 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.schedule.Collect(ch)
 	m.firstByte.Collect(ch)
 	m.ejections.Collect(ch)
+	m.protocol.Collect(ch)
 	m.streams.Collect(ch)
 }

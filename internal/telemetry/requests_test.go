@@ -26,6 +26,8 @@ func TestRequestMetrics(t *testing.T) {
 			End: router.EndUnavailable, Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond},
 		{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 502, Code: "upstream_unavailable",
 			End: router.EndUnavailable, Ejection: router.EjectRefused, Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond},
+		{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 502, Code: "upstream_unavailable",
+			End: router.EndUnavailable, ProtocolError: router.ProtocolHeadTooLarge, Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond},
 		{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 200, End: router.EndTruncated,
 			Schedule: 5 * time.Microsecond, Dispatch: 100 * time.Microsecond},
 		{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu0", Status: 200, End: router.EndMalformed,
@@ -42,18 +44,21 @@ sluice_admission_refusals_total{reason="tier_quiesced",tier="ns/cap"} 1
 # TYPE sluice_requests_total counter
 sluice_requests_total{member="",outcome="refused",tier=""} 1
 sluice_requests_total{member="",outcome="not_admitted",tier="ns/cap"} 2
-sluice_requests_total{member="gpu0",outcome="admitted",tier="ns/cap"} 5
+sluice_requests_total{member="gpu0",outcome="admitted",tier="ns/cap"} 6
 # HELP sluice_member_ejections_total Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset, connection_closed).
 # TYPE sluice_member_ejections_total counter
 sluice_member_ejections_total{member="gpu0",reason="connection_refused",tier="ns/cap"} 1
+# HELP sluice_member_protocol_errors_total Exchanges a member ended by breaking the HTTP protocol before its response headers (answered 502 upstream_unavailable), by reason (response_head_too_large, too_many_informational, switching_protocols).
+# TYPE sluice_member_protocol_errors_total counter
+sluice_member_protocol_errors_total{member="gpu0",reason="response_head_too_large",tier="ns/cap"} 1
 # HELP sluice_stream_outcomes_total Admitted requests by how their one upstream exchange ended (complete, truncated, malformed, upstream_unavailable, header_timeout, idle_timeout, upstream_error, client_gone, aborted).
 # TYPE sluice_stream_outcomes_total counter
 sluice_stream_outcomes_total{member="gpu0",outcome="complete",tier="ns/cap"} 1
-sluice_stream_outcomes_total{member="gpu0",outcome="upstream_unavailable",tier="ns/cap"} 2
+sluice_stream_outcomes_total{member="gpu0",outcome="upstream_unavailable",tier="ns/cap"} 3
 sluice_stream_outcomes_total{member="gpu0",outcome="malformed",tier="ns/cap"} 1
 sluice_stream_outcomes_total{member="gpu0",outcome="truncated",tier="ns/cap"} 1
 `
-	if err := testutil.CollectAndCompare(m, strings.NewReader(want), nameRequests, nameRefusals, nameEjections, nameStreamOutcomes); err != nil {
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), nameRequests, nameRefusals, nameEjections, nameProtocolErrors, nameStreamOutcomes); err != nil {
 		t.Fatal(err)
 	}
 	want = `
