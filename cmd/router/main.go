@@ -203,6 +203,7 @@ type startedRouter struct {
 	front, admin net.Addr
 	probes       *readiness.Cache
 	notReady     <-chan struct{}         // closed once shutdown made /readyz fail.
+	opened       <-chan struct{}         // closed once requests pass: the predecessor's leases adopted, or none.
 	keyReloads   <-chan router.KeyReload // what the key watches reported, newest dropped when full.
 }
 
@@ -354,7 +355,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		serving.Store(true)
 		logger.Info("router started", "node", cfg.nodeName, "listen", frontLn.Addr().String(), "admin_listen", adminLn.Addr().String())
 		if started != nil {
-			started(startedRouter{front: frontLn.Addr(), admin: adminLn.Addr(), probes: probes, notReady: notReady, keyReloads: reloads})
+			started(startedRouter{front: frontLn.Addr(), admin: adminLn.Addr(), probes: probes, notReady: notReady,
+				opened: succ.opened, keyReloads: reloads})
 		}
 		select {
 		case <-ctx.Done():
@@ -497,15 +499,20 @@ func shutdown(logger *slog.Logger, front, adminSrv *http.Server, timeout time.Du
 	}
 }
 
-// apply registers a snapshot's tiers with the readiness probes and the
-// pressure cache, then applies it to the router. A cache that refuses the
+// apply registers the tiers the router will serve from a snapshot
+// (Router.Plan) with the readiness probes and the pressure cache, then
+// applies the snapshot to the router. A cache that refuses the
 // registration keeps its previous one (its members read not ready or
 // unknown); the error is logged.
 func apply(logger *slog.Logger, probes *readiness.Cache, samples *pressure.Cache, rt *router.Router, s source.Snapshot) {
-	if err := probes.Reconfigure(router.ReadinessTiers(s)); err != nil {
+	// The probes and samples follow the configuration the router will
+	// serve: a tier whose new configuration it refuses keeps its old
+	// members and endpoints, and a refused endpoint is never reached.
+	plan := rt.Plan(s)
+	if err := probes.Reconfigure(router.ReadinessTiers(plan)); err != nil {
 		logger.Error("readiness probes not reconfigured", "error", err.Error())
 	}
-	if err := samples.Reconfigure(router.PressureTiers(s)); err != nil {
+	if err := samples.Reconfigure(router.PressureTiers(plan)); err != nil {
 		logger.Error("pressure cache not reconfigured", "error", err.Error())
 	}
 	rt.Apply(s)

@@ -225,6 +225,13 @@ spec:
 
 	underLoad("before the second router")
 	second := launch(t, args(front, admin)...)
+	// The adoption runs after the second router listens; requests pass it
+	// once the predecessor's leases are adopted.
+	select {
+	case <-second.started.opened:
+	case <-time.After(failSafe):
+		t.Fatal("the second router did not adopt the first's leases")
+	}
 	underLoad("with both routers")
 	// The streams are the first router's; the second counts them as its own.
 	if got := capacity(t, second.started.admin).Tiers[0].Active; got < 2 {

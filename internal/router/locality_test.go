@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -316,5 +317,40 @@ func TestInterfaceAddrs(t *testing.T) {
 	}
 	if !loopback {
 		t.Fatalf("InterfaceAddrs = %v, want a loopback address among them", addrs)
+	}
+}
+
+// TestPlan proves Plan returns the configuration Apply would put in force
+// without applying it: an accepted tier as given, a refused update as the
+// configuration its tier keeps serving, a refused new tier not at all — so
+// the probes registered from it never reach a refused endpoint.
+func TestPlan(t *testing.T) {
+	src := &fakeHostAddrs{}
+	src.set(nil, "192.0.2.10")
+	f := newFixture(t, fixtureOptions{hostAddrs: src.read})
+	up := newUpstream(t, "gpu0", nil)
+	const remote = "http://192.0.2.99:8000"
+	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}})
+	f.apply(llama)
+
+	moved := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", remote, 0}})
+	stranger := newTier("ns/stranger", []string{"stranger"}, "", []memberSpec{{"gpu1", remote, 0}})
+	node := newTier("ns/node", []string{"node"}, "", []memberSpec{{"v4", "http://192.0.2.10:8000", 0}})
+	plan := f.rt.Plan(sourceSnapshot(moved, stranger, node))
+	endpoints := map[string]string{}
+	for _, tr := range plan.Tiers {
+		for _, m := range tr.Spec.Members {
+			endpoints[tr.Key+"/"+m.ID] = m.Endpoint
+		}
+	}
+	want := map[string]string{"ns/llama/gpu0": up.srv.URL, "ns/node/v4": "http://192.0.2.10:8000"}
+	if !maps.Equal(endpoints, want) {
+		t.Fatalf("plan endpoints %v, want %v", endpoints, want)
+	}
+	if got := quick(t, f); got != "gpu0" {
+		t.Fatalf("Plan changed what is served: llama routed to %q", got)
+	}
+	if a := appliedTier(t, f, "ns/llama"); a.FailedGeneration != 0 || a.ApplyError != "" {
+		t.Fatalf("Plan recorded an apply failure: %+v", a)
 	}
 }

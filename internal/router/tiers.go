@@ -266,6 +266,31 @@ func (rt *Router) Apply(s source.Snapshot) {
 		"source_errors", len(next.fileErrors), "apply_errors", len(next.applyErrors))
 }
 
+// Plan returns the configuration Apply(s) would put in force, as a source
+// snapshot, without applying anything: each tier of s whose configuration
+// the router accepts (memberLocality included), and for a tier it would
+// refuse, the configuration that tier keeps serving, if any. The readiness
+// probes and pressure samples are registered with the plan before Apply
+// (cmd/router), so a member whose endpoint changes is not ready before the
+// router sends to it, and an endpoint the router refuses is never probed
+// or sampled. Host addresses are read again by Apply; a change in between
+// only delays a member's readiness to the next snapshot.
+func (rt *Router) Plan(s source.Snapshot) source.Snapshot {
+	tab := rt.table.Load()
+	addrs := &hostAddrSet{source: rt.hostAddrs}
+	plan := source.Snapshot{Tiers: make([]source.Tier, 0, len(s.Tiers))}
+	for _, t := range s.Tiers {
+		if _, _, _, err := newTierConfig(t, addrs); err == nil {
+			plan.Tiers = append(plan.Tiers, t)
+			continue
+		}
+		if ts, served := tab.lookup(t.Key); served {
+			plan.Tiers = append(plan.Tiers, ts.cfg.Load().tier)
+		}
+	}
+	return plan
+}
+
 // applyTier applies one source tier to its state, creating the state for a
 // new key. On error it returns the state unchanged (nil for a new key): the
 // previous configuration stays in force.
