@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/controller"
@@ -46,6 +47,10 @@ func main() {
 		log.Error(err, "metrics flags")
 		os.Exit(1)
 	}
+
+	// Next to controller-runtime's own metrics and the Go runtime and process
+	// collectors it registers.
+	ctrlmetrics.Registry.MustRegister(version.BuildInfo())
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/telemetry"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // observability is the router's evidence and telemetry: the decision log
@@ -70,6 +71,7 @@ func (o *observability) register(admin *router.Admin, rt *router.Router) {
 		o.fetches,
 		telemetry.NewDecisionLogCollector(drops, o.log),
 		telemetry.NewBodyBufferCollector(rt),
+		version.BuildInfo(),
 		// The Go runtime and process metrics (go_goroutines,
 		// process_resident_memory_bytes, ...) carry no per-request labels.
 		collectors.NewGoCollector(),

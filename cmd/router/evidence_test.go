@@ -188,11 +188,18 @@ spec:
 		`sluice_member_ready{member="gpu0",tier="ns/llama"} 1`,
 		`sluice_member_pressure_freshness{freshness="failed",member="gpu1",tier="ns/llama"} 1`,
 		`sluice_requests_total{member="",outcome="refused",tier=""} 3`,
+		// Series the configuration determines, at zero since the apply.
+		`sluice_requests_total{member="",outcome="not_admitted",tier="ns/llama"} 0`,
+		`sluice_admission_refusals_total{reason="capacity_exhausted",tier="ns/llama"} 0`,
+		`sluice_stream_outcomes_total{member="gpu1",outcome="truncated",tier="ns/llama"} 0`,
+		`sluice_member_ejections_total{member="gpu0",reason="connection_refused",tier="ns/llama"} 0`,
+		`sluice_member_protocol_errors_total{member="gpu1",reason="response_head_too_large",tier="ns/llama"} 0`,
 		`sluice_schedule_duration_seconds_count{tier="ns/llama"} 3`,
 		`sluice_upstream_first_byte_seconds_count{member=`,
 		`sluice_pressure_age_seconds{member="gpu0",tier="ns/llama"}`,
 		`sluice_decision_log_dropped_total{reason="queue_full"} 0`,
 		`sluice_decision_scheduler_evidence_dropped_total 0`,
+		`sluice_build_info{goversion="go`,
 		"\ngo_goroutines ",
 		"\nprocess_resident_memory_bytes ",
 	} {

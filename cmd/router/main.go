@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/telemetry"
 	"github.com/sluice-dev/sluice/internal/version"
 )
 
@@ -285,7 +286,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 			r.StopReporting()
 		}
 	}
-	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, rt, s) }, stopReports)
+	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, obs.requests, rt, s) }, stopReports)
 	front := newServer(handOver(succ.handler(rt), &draining), cfg.bodyReadTimeout)
 	adminSrv := newServer(handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
 
@@ -500,11 +501,14 @@ func shutdown(logger *slog.Logger, front, adminSrv *http.Server, timeout time.Du
 }
 
 // apply registers the tiers the router will serve from a snapshot
-// (Router.Plan) with the readiness probes and the pressure cache, then
-// applies the snapshot to the router. A cache that refuses the
+// (Router.Plan) with the readiness probes and the pressure cache, applies
+// the snapshot to the router, then exports the request metrics' zero
+// series of those tiers and deletes the series of the tiers gone. A cache that refuses the
 // registration keeps its previous one (its members read not ready or
 // unknown); the error is logged.
-func apply(logger *slog.Logger, probes *readiness.Cache, samples *pressure.Cache, rt *router.Router, s source.Snapshot) {
+func apply(logger *slog.Logger, probes *readiness.Cache, samples *pressure.Cache, metrics *telemetry.RequestMetrics,
+	rt *router.Router, s source.Snapshot,
+) {
 	// The probes and samples follow the configuration the router will
 	// serve: a tier whose new configuration it refuses keeps its old
 	// members and endpoints, and a refused endpoint is never reached.
@@ -516,6 +520,7 @@ func apply(logger *slog.Logger, probes *readiness.Cache, samples *pressure.Cache
 		logger.Error("pressure cache not reconfigured", "error", err.Error())
 	}
 	rt.Apply(s)
+	metrics.Configure(plan)
 	for _, e := range s.Errors {
 		logger.Warn("manifest rejected; its tiers keep their last good configuration", "file", e.File, "error", e.Message)
 	}

@@ -5,7 +5,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/source"
+)
+
+// The closed label domains RequestMetrics.Configure exports at zero.
+var (
+	admissionRefusals = []string{evidence.CodeCapacityExhausted, evidence.CodeTierQuiesced, evidence.CodeNoEligibleMember}
+	streamEnds        = []router.End{router.EndComplete, router.EndTruncated, router.EndMalformed, router.EndUnavailable,
+		router.EndHeaderTimeout, router.EndIdleTimeout, router.EndUpstreamError, router.EndClientGone, router.EndAborted}
+	ejectionReasons = []router.Ejection{router.EjectRefused, router.EjectReset, router.EjectClosed}
+	protocolErrors  = []router.ProtocolError{router.ProtocolHeadTooLarge, router.ProtocolTooManyInformational,
+		router.ProtocolSwitchingProtocols}
 )
 
 // RequestMetrics holds the per-request metrics: sluice_requests_total
@@ -34,6 +46,8 @@ type RequestMetrics struct {
 	// known. Combinations are bounded by the configuration.
 	mu       sync.RWMutex
 	children map[seriesKey]*series
+	// configured are the tiers and their members of the last Configure.
+	configured map[string]map[string]bool
 }
 
 // seriesKey identifies the series one request updates: code is set for
@@ -51,10 +65,12 @@ type series struct {
 	stream    prometheus.Counter  // nil unless admitted.
 }
 
-// NewRequestMetrics returns the request metrics, all at zero.
+// NewRequestMetrics returns the request metrics, with the gate refusals'
+// series at zero; Configure adds the zero series of each tier and member.
 func NewRequestMetrics() *RequestMetrics {
-	return &RequestMetrics{
-		children: map[seriesKey]*series{},
+	m := &RequestMetrics{
+		children:   map[seriesKey]*series{},
+		configured: map[string]map[string]bool{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: nameRequests,
 			Help: "Inference requests by tier, member and outcome (admitted, not_admitted, refused).",
@@ -85,6 +101,95 @@ func NewRequestMetrics() *RequestMetrics {
 			Name: nameStreamOutcomes,
 			Help: "Admitted requests by how their one upstream exchange ended (complete, truncated, malformed, upstream_unavailable, header_timeout, idle_timeout, upstream_error, client_gone, aborted).",
 		}, []string{labelTier, labelMember, labelOutcome}),
+	}
+	m.series(seriesKey{outcome: string(router.ResultRefused)})
+	return m
+}
+
+// Configure makes the series of the configuration in force s (each tier
+// as Router.Plan or the applied configuration lists it) match it: every
+// counter whose labels the configuration determines is exported, at zero
+// until a request counts in it — requests admitted per member and not
+// admitted per tier, admission refusals per reason, stream outcomes,
+// ejections and protocol errors per member and value — so that rate() and
+// absent() work on a fresh router. The series of tiers and members no
+// longer configured, histograms included, are deleted; a request that
+// ends on one afterwards (a removed tier's last streams) creates its
+// series again, and the next Configure deletes them.
+func (m *RequestMetrics) Configure(s source.Snapshot) {
+	next := make(map[string]map[string]bool, len(s.Tiers))
+	for _, t := range s.Tiers {
+		members := make(map[string]bool, len(t.Spec.Members))
+		for _, mb := range t.Spec.Members {
+			members[mb.ID] = true
+		}
+		next[t.Key] = members
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Everything known, configured before or seen since, that next lacks.
+	known := m.configured
+	for k := range m.children {
+		if k.tier == "" {
+			continue // gate refusals: no tier.
+		}
+		if known[k.tier] == nil {
+			known[k.tier] = map[string]bool{}
+		}
+		if k.member != "" {
+			known[k.tier][k.member] = true
+		}
+	}
+	for tier, members := range known {
+		if next[tier] == nil {
+			m.deleteLocked(prometheus.Labels{labelTier: tier}, func(k seriesKey) bool { return k.tier == tier })
+			continue
+		}
+		for member := range members {
+			if !next[tier][member] {
+				m.deleteLocked(prometheus.Labels{labelTier: tier, labelMember: member},
+					func(k seriesKey) bool { return k.tier == tier && k.member == member })
+			}
+		}
+	}
+	for tier, members := range next {
+		m.requests.WithLabelValues(tier, "", string(router.ResultNotAdmitted))
+		for _, r := range admissionRefusals {
+			m.refusals.WithLabelValues(tier, r)
+		}
+		for member := range members {
+			m.requests.WithLabelValues(tier, member, string(router.ResultAdmitted))
+			for _, e := range streamEnds {
+				m.streams.WithLabelValues(tier, member, string(e))
+			}
+			for _, r := range ejectionReasons {
+				m.ejections.WithLabelValues(tier, member, string(r))
+			}
+			for _, r := range protocolErrors {
+				m.protocol.WithLabelValues(tier, member, string(r))
+			}
+		}
+	}
+	m.configured = next
+}
+
+// deleteLocked deletes the series matching labels from every vector and
+// the cached children whose key matches. m.mu is held.
+func (m *RequestMetrics) deleteLocked(labels prometheus.Labels, match func(seriesKey) bool) {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.requests, m.streams, m.ejections, m.protocol, m.firstByte,
+	} {
+		v.DeletePartialMatch(labels)
+	}
+	if _, ok := labels[labelMember]; !ok {
+		// Tier-only series.
+		m.refusals.DeletePartialMatch(labels)
+		m.schedule.DeletePartialMatch(labels)
+	}
+	for k := range m.children {
+		if match(k) {
+			delete(m.children, k)
+		}
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/source"
 )
 
 // TestRequestMetrics feeds outcomes of every kind and checks the counters
@@ -115,4 +117,101 @@ func BenchmarkRecord(b *testing.B) {
 			}
 		})
 	})
+}
+
+// seriesOf returns the label sets ("tier/member/value") of name's series
+// in the collector's exposition.
+func seriesOf(t *testing.T, m *RequestMetrics, name string) map[string]float64 {
+	t.Helper()
+	reg := NewRegistry(m)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			value := labels[labelOutcome] + labels[labelReason]
+			out[labels[labelTier]+"/"+labels[labelMember]+"/"+value] = s.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// TestRequestMetricsConfigure proves every series whose labels the
+// configuration determines exists at zero right after Configure, and that
+// the series of a removed tier or member are gone after the next one, as
+// are those a late request of a removed member created again.
+func TestRequestMetricsConfigure(t *testing.T) {
+	m := NewRequestMetrics()
+	if got := seriesOf(t, m, nameRequests); len(got) != 1 || got["//refused"] != 0 {
+		t.Fatalf("a fresh router's requests %v, want the gate refusals' series only", got)
+	}
+	both := source.Snapshot{Tiers: []source.Tier{
+		tier("ns/cap", v1alpha1.StrategyCapacity, 0, member{"gpu0", "http://127.0.0.1:8001", 2, ""}, member{"gpu1", "http://127.0.0.1:8002", 2, ""}),
+		tier("ns/rr", v1alpha1.StrategyRoundRobin, 0, member{"gpu2", "http://127.0.0.1:8003", 2, ""}),
+	}}
+	m.Configure(both)
+	want := map[string]int{
+		nameRequests:       1 + 2 + 3, // refused; not admitted per tier; admitted per member.
+		nameRefusals:       2 * len(admissionRefusals),
+		nameStreamOutcomes: 3 * len(streamEnds),
+		nameEjections:      3 * len(ejectionReasons),
+		nameProtocolErrors: 3 * len(protocolErrors),
+	}
+	for name, n := range want {
+		got := seriesOf(t, m, name)
+		if len(got) != n {
+			t.Errorf("%s: %d series %v, want %d", name, len(got), got, n)
+		}
+		for labels, v := range got {
+			if v != 0 {
+				t.Errorf("%s%s = %v, want 0", name, labels, v)
+			}
+		}
+	}
+	if got := seriesOf(t, m, nameStreamOutcomes); len(got) > 0 {
+		if _, ok := got["ns/rr/gpu2/truncated"]; !ok {
+			t.Errorf("no zero series for gpu2's truncated streams: %v", got)
+		}
+	}
+
+	// A request on gpu1, then gpu1 and ns/rr leave; gpu1 ends a late one.
+	admitted := router.Outcome{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu1", Status: 200, End: router.EndComplete}
+	m.Record(admitted)
+	m.Configure(source.Snapshot{Tiers: []source.Tier{
+		tier("ns/cap", v1alpha1.StrategyCapacity, 0, member{"gpu0", "http://127.0.0.1:8001", 2, ""}),
+	}})
+	m.Record(admitted)
+	for name, gone := range map[string][]string{
+		nameRequests:       {"ns/rr//not_admitted", "ns/rr/gpu2/admitted"},
+		nameStreamOutcomes: {"ns/rr/gpu2/complete"},
+		nameRefusals:       {"ns/rr//capacity_exhausted"},
+	} {
+		got := seriesOf(t, m, name)
+		for _, labels := range gone {
+			if _, ok := got[labels]; ok {
+				t.Errorf("%s%s still exported after removal", name, labels)
+			}
+		}
+	}
+	if got := seriesOf(t, m, nameRequests); got["ns/cap/gpu1/admitted"] != 1 || got["ns/cap/gpu0/admitted"] != 0 {
+		t.Fatalf("requests %v, want gpu1's late request counted afresh and gpu0 at 0", got)
+	}
+	m.Configure(source.Snapshot{Tiers: []source.Tier{
+		tier("ns/cap", v1alpha1.StrategyCapacity, 0, member{"gpu0", "http://127.0.0.1:8001", 2, ""}),
+	}})
+	if got := seriesOf(t, m, nameRequests); len(got) != 3 {
+		t.Fatalf("requests %v, want refused, ns/cap not admitted and gpu0 only", got)
+	}
+	if got := seriesOf(t, m, nameEjections); len(got) != len(ejectionReasons) {
+		t.Fatalf("ejections %v, want gpu0's only", got)
+	}
 }

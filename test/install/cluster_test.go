@@ -42,7 +42,12 @@ func assetsDir() string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	return filepath.Join(repoRoot, "bin", "k8s")
+	// Absolute: kubectl runs with the repository root as its directory.
+	dir, err := filepath.Abs(filepath.Join(repoRoot, "bin", "k8s"))
+	if err != nil {
+		return filepath.Join(repoRoot, "bin", "k8s")
+	}
+	return dir
 }
 
 // cluster is the test's own control plane: an API server with RBAC and an

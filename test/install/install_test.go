@@ -346,7 +346,9 @@ func (in *installed) scrapeMetrics(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return code == http.StatusOK && strings.Contains(body, "controller_runtime_reconcile_total"), fmt.Sprintf("status %d", code)
+		// controller-runtime's metrics and the manager's build.
+		return code == http.StatusOK && strings.Contains(body, "controller_runtime_reconcile_total") &&
+			strings.Contains(body, "\nsluice_build_info{"), fmt.Sprintf("status %d", code)
 	})
 }
 
