@@ -98,7 +98,7 @@ spec:
 	decisions := filepath.Join(dir, "decisions.jsonl")
 	args := []string{"--tiers-dir", tiers, "--node-name", "node-a", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 		"--api-keys-file", filepath.Join(dir, "keys"), "--admin-token-file", filepath.Join(dir, "admin"),
-		"--decision-log-file", decisions, "--decision-log-size", "64", "--log-level", "DEBUG"}
+		"--decision-log-file", decisions, "--decision-log-size", "64", "--log-level", "DEBUG", "--enable-pprof"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started, result := make(chan startedRouter, 1), make(chan error, 1)
@@ -206,6 +206,18 @@ spec:
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+
+	// Profiles (--enable-pprof): behind the admin token.
+	if status, _ := do(http.MethodGet, admin+"/debug/pprof/", "", http.Header{}); status != http.StatusUnauthorized {
+		t.Fatalf("pprof without the token = %d, want 401", status)
+	}
+	pprofAuth := http.Header{"Authorization": {"Bearer " + evAdmin}}
+	if status, body := do(http.MethodGet, admin+"/debug/pprof/", "", pprofAuth); status != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Fatalf("pprof index = %d %.200s", status, body)
+	}
+	if status, body := do(http.MethodGet, admin+"/debug/pprof/heap?debug=1", "", pprofAuth); status != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Fatalf("pprof heap = %d %.200s", status, body)
 	}
 
 	// Decisions: behind the admin token.

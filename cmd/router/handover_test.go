@@ -180,6 +180,16 @@ spec:
 	first := launch(t, args("127.0.0.1:0", "127.0.0.1:0")...)
 	front, admin := first.started.front.String(), first.started.admin.String()
 	intent := quiesceIntent(t, first.started.admin)
+	// Profiles are off without --enable-pprof, even on an open admin API.
+	pprofReq, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+admin+"/debug/pprof/", nil)
+	pprofResp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(pprofReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pprofResp.Body.Close()
+	if pprofResp.StatusCode != http.StatusNotFound {
+		t.Fatalf("pprof without --enable-pprof = %d, want 404", pprofResp.StatusCode)
+	}
 
 	// A stream in flight on the first router when it gets SIGTERM.
 	streamDone := make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sync"
@@ -93,6 +94,8 @@ type config struct {
 	adminTokenFile    string
 	maxBodyBytes      int64
 	maxBufferedBodies int64
+	enablePprof       bool
+	accessLog         bool
 	bodyReadTimeout   time.Duration
 	keysPoll          time.Duration
 	decisionLogSize   int
@@ -145,6 +148,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, reread when it changes; none means /admin/v1 is open")
 	fs.DurationVar(&c.keysPoll, "keys-poll-interval", router.DefaultKeyPollInterval, "how often the key and token files are reread")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	fs.BoolVar(&c.enablePprof, "enable-pprof", false, "serve Go's profiles at /debug/pprof/ on the admin listener, behind the admin token (needs --admin-token-file)")
+	fs.BoolVar(&c.accessLog, "access-log", false, "log every request's line at INFO (without it, only failed exchanges are logged at WARN, the rest at DEBUG)")
 	fs.Int64Var(&c.maxBufferedBodies, "max-buffered-body-bytes", router.DefaultMaxBufferedBodyBytes,
 		"request body bytes held at once, all requests together (503 body_buffer_exhausted above); more than twice --max-body-bytes")
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", defaultBodyReadTimeout, "how long a request's headers and body may take to arrive (400 after)")
@@ -171,6 +176,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("--node-name (or $NODE_NAME) is required")
 	case c.maxBodyBytes <= 0:
 		return config{}, errors.New("--max-body-bytes must be positive")
+	case c.enablePprof && c.adminTokenFile == "":
+		return config{}, errors.New("--enable-pprof needs --admin-token-file: profiles are served behind the admin token only")
 	case c.maxBufferedBodies/2 <= c.maxBodyBytes:
 		return config{}, errors.New("--max-buffered-body-bytes must be above twice --max-body-bytes")
 	case c.decisionLogSize < 0 || c.decisionLogSize > maxDecisionLogSize:
@@ -266,11 +273,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		MaxBodyBytes:         cfg.maxBodyBytes,
 		MaxBufferedBodyBytes: cfg.maxBufferedBodies,
 		Logger:               logger,
+		AccessLog:            cfg.accessLog,
 		Recorder:             obs.recorder(),
 	})
 	defer rt.Close()
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
 	obs.register(admin, rt)
+	if cfg.enablePprof {
+		registerPprof(admin)
+	}
 	src, err := newTierSource(cfg, logger, admin)
 	if err != nil {
 		return err
@@ -527,4 +538,15 @@ func apply(logger *slog.Logger, probes *readiness.Cache, samples *pressure.Cache
 	for _, r := range s.Rejected {
 		logger.Warn("tier not served", "tier", r.Tier.Key, "reason", string(r.Reason), "detail", r.Message)
 	}
+}
+
+// registerPprof serves Go's profiles (net/http/pprof) at /debug/pprof/ on
+// the admin listener, behind the admin token.
+func registerPprof(admin *router.Admin) {
+	admin.Handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+	admin.Handle("GET /debug/pprof/cmdline", http.HandlerFunc(pprof.Cmdline))
+	admin.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+	admin.Handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+	admin.Handle("POST /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+	admin.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 }

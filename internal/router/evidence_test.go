@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -276,5 +277,53 @@ func checkEvidenceSentinel(t *testing.T, f *fixture, check func(what, text strin
 	fs, _ := json.Marshal(fileSummary)
 	if string(fs) != string(summary) {
 		t.Errorf("file summary %s differs from the memory summary %s", fs, summary)
+	}
+}
+
+// TestAccessLog proves Options.AccessLog: every request's line at INFO,
+// refusals and served requests alike, and a failed exchange's still at
+// WARN; without it the same lines are at DEBUG, a logger at INFO drops
+// them and keeps the failure.
+func TestAccessLog(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("access log %v", on), func(t *testing.T) {
+			var logs syncBuffer
+			rt := New(Options{
+				Logger:    slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+				AccessLog: on,
+			})
+			defer rt.Close()
+			good, bad := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
+			bad.handle(func(w http.ResponseWriter, _ *http.Request) { resetConnection(w) })
+			rt.Apply(sourceSnapshot(
+				newTier("ns/good", []string{"good"}, "", []memberSpec{{"gpu0", good.srv.URL, 0}}),
+				newTier("ns/bad", []string{"bad"}, "", []memberSpec{{"gpu1", bad.srv.URL, 0}}),
+			))
+			front := httptest.NewServer(rt)
+			defer front.Close()
+			for _, model := range []string{"good", "unknown-model", "bad"} {
+				resp, err := http.Post(front.URL+pathChatCompletions, "application/json", strings.NewReader(chat(model))) //nolint:noctx // a test request.
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+			lines := map[string]string{} // result or end → level.
+			for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+				var l struct{ Level, Msg, Result, End string }
+				if err := json.Unmarshal([]byte(line), &l); err != nil || l.Msg != "request" {
+					continue
+				}
+				lines[l.Result+"/"+l.End] = l.Level
+			}
+			want := map[string]string{"refused/": "INFO", "admitted/complete": "INFO", "admitted/upstream_unavailable": "WARN"}
+			if !on {
+				want = map[string]string{"admitted/upstream_unavailable": "WARN"}
+			}
+			if !maps.Equal(lines, want) {
+				t.Fatalf("request lines by level %v, want %v\n%s", lines, want, logs.String())
+			}
+		})
 	}
 }

@@ -70,6 +70,10 @@ type Options struct {
 	// Logger receives structured logs carrying ids, never URLs, tokens,
 	// prompts or bodies. Nil discards them.
 	Logger *slog.Logger
+	// AccessLog logs every request's line (the decision record's) at INFO
+	// (--access-log). Without it a failed exchange's line is logged at
+	// WARN and every other at DEBUG.
+	AccessLog bool
 	// Recorder receives one Outcome per inference request. Nil records
 	// nothing.
 	Recorder Recorder
@@ -104,6 +108,7 @@ type Router struct {
 	maxBody    int64
 	bodies     *bodyBudget
 	log        *slog.Logger
+	accessLog  slog.Level // the level of a request line whose exchange did not fail.
 	recorder   Recorder
 	members    *memberClient
 	clock      clock.PassiveClock
@@ -137,6 +142,7 @@ func New(opts Options) *Router {
 		keys:       opts.Keys,
 		maxBody:    opts.MaxBodyBytes,
 		log:        opts.Logger,
+		accessLog:  slog.LevelDebug,
 		recorder:   opts.Recorder,
 		clock:      opts.Clock,
 		ids:        newIDGenerator(),
@@ -155,6 +161,9 @@ func New(opts Options) *Router {
 	rt.bodies = newBodyBudget(max(budget, 2*(rt.maxBody+1)))
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.AccessLog {
+		rt.accessLog = slog.LevelInfo
 	}
 	if rt.clock == nil {
 		rt.clock = clock.RealClock{}
@@ -434,7 +443,7 @@ func (rt *Router) finish(o *Outcome) {
 		rt.recorder.Record(*o)
 	}
 	ctx := context.Background()
-	level := slog.LevelDebug
+	level := rt.accessLog
 	if o.End != "" && o.End != EndComplete && o.End != EndClientGone {
 		level = slog.LevelWarn
 	}
