@@ -183,19 +183,13 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// rewriteFor returns the copy of body that names the model quoted, a JSON
-// string (rewriteModel), in a buffer charged to budget (newBodyBuf with
-// force): nil when quoted is nil or body already names it in its one
-// "model" member. The buffer holds len(body) plus quoted once per "model"
-// member, the most the copy can take.
-func rewriteFor(quoted, body []byte, ref modelRef, budget *bodyBudget, force bool) (*bodyBuf, error) {
+// rewriteSize returns the most bytes rewriteModel can write for body and
+// the model quoted: len(body) plus quoted once per "model" member. It is 0
+// when body needs no copy: quoted is nil, or body already names it in its
+// one "model" member.
+func rewriteSize(quoted, body []byte, ref modelRef) int {
 	if quoted == nil || ref.count == 1 && bytes.Equal(body[ref.start:ref.end], quoted) {
-		return nil, nil
+		return 0
 	}
-	bb, err := newBodyBuf(budget, len(body)+ref.count*len(quoted), force)
-	if err != nil {
-		return nil, err
-	}
-	bb.b = rewriteModel(bb.b, body, ref, quoted)
-	return bb, nil
+	return len(body) + ref.count*len(quoted)
 }

@@ -271,12 +271,14 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ts := entry.tier
-	// The copy of the body that names the tier's servedModel is charged to
-	// the body budget here, still a gate: a refusal reserves nothing.
-	sentModel := ts.cfg.Load().upstreamModel
-	if held[1], err = rewriteFor(sentModel, body, model, rt.bodies, false); err != nil {
-		rt.refuse(w, &o, ResultRefused, errBodyBufferExhausted)
-		return
+	// The buffer of the body's copy that names the tier's servedModel is
+	// charged to the body budget here, still a gate: a refusal reserves
+	// nothing. The copy is made only once the request is admitted.
+	if n := rewriteSize(ts.cfg.Load().upstreamModel, body, model); n > 0 {
+		if held[1], err = newBodyBuf(rt.bodies, n, false); err != nil {
+			rt.refuse(w, &o, ResultRefused, errBodyBufferExhausted)
+			return
+		}
 	}
 	o.Alias, o.Tier = entry.alias, ts.key
 	w.Header()[headerTier] = ts.tierName
@@ -310,17 +312,18 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	if rt.recorder != nil {
 		o.Selection = lease.Selection()
 	}
-	if q := cfg.upstreamModel; !bytes.Equal(q, sentModel) {
-		// The tier was reconfigured since the gate with another
-		// servedModel: the copy is redone, charged whatever the budget
-		// holds, since the request is admitted.
-		if held[1] != nil {
-			held[1].release()
+	if n := rewriteSize(cfg.upstreamModel, body, model); n > 0 {
+		// The member serves the tier's servedModel, not the alias. A tier
+		// reconfigured since the gate may need more room than was reserved
+		// there; it is charged whatever the budget holds, since the request
+		// is admitted.
+		if held[1] == nil {
+			held[1], _ = newBodyBuf(rt.bodies, n, true)
+		} else {
+			_ = held[1].grow(n, n, true)
 		}
-		held[1], _ = rewriteFor(q, body, model, rt.bodies, true)
-	}
-	if held[1] != nil {
-		body = held[1].b // the member serves the tier's servedModel, not the alias.
+		held[1].b = rewriteModel(held[1].b[:0], body, model, cfg.upstreamModel)
+		body = held[1].b
 	}
 	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: body, held: held, idHeader: idHeader,
 		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context()}
