@@ -5,57 +5,9 @@ package main
 import (
 	"errors"
 	"os"
-	"strings"
 	"testing"
 	"time"
 )
-
-const procStatusSample = `Name:	router
-Umask:	0022
-State:	S (sleeping)
-VmPeak:	 1850600 kB
-VmSize:	 1850600 kB
-VmHWM:	   61232 kB
-VmRSS:	   48100 kB
-RssAnon:	   30000 kB
-Threads:	9
-`
-
-func TestParseProcStatus(t *testing.T) {
-	st, err := parseProcStatus([]byte(procStatusSample))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st != (memStatus{RSSKiB: 48100, HWMKiB: 61232, Threads: 9}) {
-		t.Fatalf("status = %+v", st)
-	}
-	for _, drop := range []string{"VmRSS", "VmHWM", "Threads"} {
-		t.Run("without "+drop, func(t *testing.T) {
-			var kept []string
-			for _, l := range strings.Split(procStatusSample, "\n") {
-				if !strings.HasPrefix(l, drop+":") {
-					kept = append(kept, l)
-				}
-			}
-			if _, err := parseProcStatus([]byte(strings.Join(kept, "\n"))); !errors.Is(err, errProcStatus) {
-				t.Fatalf("error = %v, want errProcStatus", err)
-			}
-		})
-	}
-	if _, err := parseProcStatus([]byte("VmRSS:\t12 MB\nVmHWM:\t1 kB\nThreads:\t1\n")); !errors.Is(err, errProcStatus) {
-		t.Fatalf("unit MB accepted: %v", err)
-	}
-}
-
-func TestReadProcStatusSelf(t *testing.T) {
-	st, err := readProcStatus(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.RSSKiB <= 0 || st.HWMKiB < st.RSSKiB || st.Threads < 1 {
-		t.Fatalf("implausible status of this test process: %+v", st)
-	}
-}
 
 func TestParseGoroutines(t *testing.T) {
 	body := "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\n"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/bench/procstat"
 )
 
 // Scenario 3 (concurrent SSE streams) constants.
@@ -61,7 +62,7 @@ type streamsPhase struct {
 	// EngineInFlightAfter sums the engines' in-flight requests afterwards.
 	EngineInFlightAfter int `json:"engine_in_flight_after"`
 	// After is the router's memory once the leases settled.
-	After memStatus `json:"after"`
+	After procstat.Memory `json:"after"`
 	// GoroutinesPeak and GoroutinesAfter are the router's go_goroutines
 	// during and after the streams, when it exposes them.
 	GoroutinesPeak *float64 `json:"goroutines_peak,omitempty"`
@@ -90,7 +91,7 @@ type streamsResult struct {
 	// Streams is the number of concurrent streams per phase.
 	Streams int `json:"streams"`
 	// Idle is the router's memory before the first stream.
-	Idle memStatus `json:"idle"`
+	Idle procstat.Memory `json:"idle"`
 	// GoroutinesIdle is go_goroutines before the first stream, when
 	// exposed.
 	GoroutinesIdle *float64 `json:"goroutines_idle,omitempty"`
@@ -102,7 +103,7 @@ type streamsResult struct {
 	// HWMKiB is the router's VmHWM (peak RSS since start) at the end.
 	HWMKiB int64 `json:"hwm_kib"`
 	// Final is the router's memory at the end.
-	Final memStatus `json:"final"`
+	Final procstat.Memory `json:"final"`
 }
 
 // runStreams runs scenario 3.
@@ -125,7 +126,7 @@ func runStreams(env *runEnv) (*streamsResult, error) {
 	}
 	procs = append(procs, rt.proc)
 	res := &streamsResult{Streams: streamsCount}
-	if res.Idle, err = readProcStatus(rt.proc.pid()); err != nil {
+	if res.Idle, err = procstat.Read(rt.proc.pid()); err != nil {
 		return nil, err
 	}
 	if g, ok, err := rt.goroutines(sup.ctx); err != nil {
@@ -143,7 +144,7 @@ func runStreams(env *runEnv) (*streamsResult, error) {
 		}
 		res.Phases = append(res.Phases, p)
 	}
-	if res.Final, err = readProcStatus(rt.proc.pid()); err != nil {
+	if res.Final, err = procstat.Read(rt.proc.pid()); err != nil {
 		return nil, err
 	}
 	res.HWMKiB = res.Final.HWMKiB
@@ -172,7 +173,7 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 		defer t.Stop()
 		for {
 			at := time.Since(start).Seconds()
-			st, err := readProcStatus(rt.proc.pid())
+			st, err := procstat.Read(rt.proc.pid())
 			if err == nil {
 				var c capacityView
 				if c, err = rt.capacity(sup.ctx); err == nil {
@@ -258,7 +259,7 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 	if err != nil {
 		return ph, err
 	}
-	if ph.After, err = readProcStatus(rt.proc.pid()); err != nil {
+	if ph.After, err = procstat.Read(rt.proc.pid()); err != nil {
 		return ph, err
 	}
 	if goroutines {

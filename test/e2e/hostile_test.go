@@ -8,13 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/bench/procstat"
 	"github.com/sluice-dev/sluice/internal/enginesim"
 )
 
@@ -97,10 +97,11 @@ func TestHostileTrafficBounded(t *testing.T) {
 		t.Error(f)
 	}
 
-	peak, err := peakRSS(r.cmd.Process.Pid)
+	mem, err := procstat.Read(r.cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
+	peak := mem.HWMKiB << 10
 	refused := 0
 	for _, c := range clients {
 		if c.refused() {
@@ -208,21 +209,6 @@ func postFault(r *router, alias string, f enginesim.Fault) (int, string, error) 
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	return resp.StatusCode, errorCode(body), err
-}
-
-// peakRSS returns the process's peak resident set size (VmHWM).
-func peakRSS(pid int) (int64, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kib << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // metric returns the value of an unlabelled series of the router's
