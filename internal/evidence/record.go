@@ -59,15 +59,13 @@ const (
 	StreamAborted StreamOutcome = "aborted"
 )
 
+// StreamOutcomes is the closed set of StreamOutcome values, in the order
+// the documentation lists them. Read it, never change it.
+var StreamOutcomes = []StreamOutcome{StreamComplete, StreamTruncated, StreamMalformed, StreamUpstreamUnavailable,
+	StreamHeaderTimeout, StreamIdleTimeout, StreamUpstreamError, StreamClientGone, StreamAborted}
+
 // valid reports whether s is in the closed set.
-func (s StreamOutcome) valid() bool {
-	switch s {
-	case StreamComplete, StreamTruncated, StreamMalformed, StreamUpstreamUnavailable, StreamHeaderTimeout,
-		StreamIdleTimeout, StreamUpstreamError, StreamClientGone, StreamAborted:
-		return true
-	}
-	return false
-}
+func (s StreamOutcome) valid() bool { return slices.Contains(StreamOutcomes, s) }
 
 // Ejection says why an admitted request's exchange took its member out of
 // selection until a readiness probe passes again, the attempt's
@@ -87,10 +85,11 @@ const (
 	EjectionClosed Ejection = "connection_closed"
 )
 
+// Ejections is the closed set of Ejection values. Read it, never change it.
+var Ejections = []Ejection{EjectionRefused, EjectionReset, EjectionClosed}
+
 // valid reports whether e is in the closed set.
-func (e Ejection) valid() bool {
-	return e == EjectionRefused || e == EjectionReset || e == EjectionClosed
-}
+func (e Ejection) valid() bool { return slices.Contains(Ejections, e) }
 
 // ProtocolError says how an admitted request's member broke the HTTP
 // protocol before its response headers (the exchange ended as 502
@@ -111,10 +110,12 @@ const (
 	ProtocolSwitchingProtocols ProtocolError = "switching_protocols"
 )
 
+// ProtocolErrors is the closed set of ProtocolError values. Read it, never
+// change it.
+var ProtocolErrors = []ProtocolError{ProtocolHeadTooLarge, ProtocolTooManyInformational, ProtocolSwitchingProtocols}
+
 // valid reports whether p is in the closed set.
-func (p ProtocolError) valid() bool {
-	return p == ProtocolHeadTooLarge || p == ProtocolTooManyInformational || p == ProtocolSwitchingProtocols
-}
+func (p ProtocolError) valid() bool { return slices.Contains(ProtocolErrors, p) }
 
 // The router error codes a record carries as its refusal reason or, for an
 // admitted request the router answered itself, as the code of its line.
@@ -168,14 +169,12 @@ func gateStatus(code string, status int) bool {
 	return StatusClass(status) == "4xx"
 }
 
+// AdmissionCodes is the closed set of admission refusal reasons. Read it,
+// never change it.
+var AdmissionCodes = []string{CodeCapacityExhausted, CodeTierQuiesced, CodeNoEligibleMember}
+
 // admissionCode reports whether code is an admission refusal reason.
-func admissionCode(code string) bool {
-	switch code {
-	case CodeCapacityExhausted, CodeTierQuiesced, CodeNoEligibleMember:
-		return true
-	}
-	return false
-}
+func admissionCode(code string) bool { return slices.Contains(AdmissionCodes, code) }
 
 // Record is one inference request's decision record. It carries ids,
 // enums, counts and timings only. The fields mirror the router's Outcome;

@@ -10,15 +10,9 @@ import (
 	"github.com/sluice-dev/sluice/internal/source"
 )
 
-// The closed label domains RequestMetrics.Configure exports at zero.
-var (
-	admissionRefusals = []string{evidence.CodeCapacityExhausted, evidence.CodeTierQuiesced, evidence.CodeNoEligibleMember}
-	streamEnds        = []router.End{router.EndComplete, router.EndTruncated, router.EndMalformed, router.EndUnavailable,
-		router.EndHeaderTimeout, router.EndIdleTimeout, router.EndUpstreamError, router.EndClientGone, router.EndAborted}
-	ejectionReasons = []router.Ejection{router.EjectRefused, router.EjectReset, router.EjectClosed}
-	protocolErrors  = []router.ProtocolError{router.ProtocolHeadTooLarge, router.ProtocolTooManyInformational,
-		router.ProtocolSwitchingProtocols}
-)
+// The closed label domains RequestMetrics.Configure exports at zero are
+// the decision record's (evidence.AdmissionCodes, StreamOutcomes,
+// Ejections, ProtocolErrors), whose values are the router's.
 
 // RequestMetrics holds the per-request metrics: sluice_requests_total
 // {tier,member,outcome}, sluice_admission_refusals_total{tier,reason},
@@ -154,18 +148,18 @@ func (m *RequestMetrics) Configure(s source.Snapshot) {
 	}
 	for tier, members := range next {
 		m.requests.WithLabelValues(tier, "", string(router.ResultNotAdmitted))
-		for _, r := range admissionRefusals {
+		for _, r := range evidence.AdmissionCodes {
 			m.refusals.WithLabelValues(tier, r)
 		}
 		for member := range members {
 			m.requests.WithLabelValues(tier, member, string(router.ResultAdmitted))
-			for _, e := range streamEnds {
+			for _, e := range evidence.StreamOutcomes {
 				m.streams.WithLabelValues(tier, member, string(e))
 			}
-			for _, r := range ejectionReasons {
+			for _, r := range evidence.Ejections {
 				m.ejections.WithLabelValues(tier, member, string(r))
 			}
-			for _, r := range protocolErrors {
+			for _, r := range evidence.ProtocolErrors {
 				m.protocol.WithLabelValues(tier, member, string(r))
 			}
 		}

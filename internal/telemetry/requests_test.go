@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -161,10 +162,10 @@ func TestRequestMetricsConfigure(t *testing.T) {
 	m.Configure(both)
 	want := map[string]int{
 		nameRequests:       1 + 2 + 3, // refused; not admitted per tier; admitted per member.
-		nameRefusals:       2 * len(admissionRefusals),
-		nameStreamOutcomes: 3 * len(streamEnds),
-		nameEjections:      3 * len(ejectionReasons),
-		nameProtocolErrors: 3 * len(protocolErrors),
+		nameRefusals:       2 * len(evidence.AdmissionCodes),
+		nameStreamOutcomes: 3 * len(evidence.StreamOutcomes),
+		nameEjections:      3 * len(evidence.Ejections),
+		nameProtocolErrors: 3 * len(evidence.ProtocolErrors),
 	}
 	for name, n := range want {
 		got := seriesOf(t, m, name)
@@ -211,7 +212,7 @@ func TestRequestMetricsConfigure(t *testing.T) {
 	if got := seriesOf(t, m, nameRequests); len(got) != 3 {
 		t.Fatalf("requests %v, want refused, ns/cap not admitted and gpu0 only", got)
 	}
-	if got := seriesOf(t, m, nameEjections); len(got) != len(ejectionReasons) {
+	if got := seriesOf(t, m, nameEjections); len(got) != len(evidence.Ejections) {
 		t.Fatalf("ejections %v, want gpu0's only", got)
 	}
 }
