@@ -42,11 +42,14 @@ const (
 	// StreamMalformed means a 2xx event stream broke the event-stream
 	// framing; it was relayed whole.
 	StreamMalformed StreamOutcome = "malformed"
-	// StreamUpstreamUnavailable means the member failed before response
-	// headers; the client got 502 upstream_unavailable.
+	// StreamUpstreamUnavailable means the member failed before the client
+	// was sent anything (before response headers, or before the first body
+	// byte of a response of known length); the client got 502
+	// upstream_unavailable.
 	StreamUpstreamUnavailable StreamOutcome = "upstream_unavailable"
-	// StreamHeaderTimeout means no response headers arrived in time; the
-	// client got 504 upstream_timeout.
+	// StreamHeaderTimeout means the member's response did not start in
+	// time (no headers, or no first body byte of a response of known
+	// length); the client got 504 upstream_timeout.
 	StreamHeaderTimeout StreamOutcome = "header_timeout"
 	// StreamIdleTimeout means the response body stalled; the client's
 	// response was aborted.

@@ -83,6 +83,10 @@ type exchange struct {
 
 	idHeader []string // the X-Request-Id header value.
 
+	// reply is the client's response as the proxy writes it; it holds the
+	// head until the first body byte.
+	reply heldReply
+
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
 
@@ -106,10 +110,60 @@ func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
 	out.ContentLength = int64(len(ex.body))
 	out.TransferEncoding = nil
 	out.GetBody = nil
+	ex.reply = heldReply{w: w}
 	returned := false
-	defer func() { ex.served(returned) }()
-	ex.rt.proxy.ServeHTTP(w, out)
+	defer func() {
+		var p any
+		if !returned {
+			p = recover() // nil for runtime.Goexit.
+		}
+		aborted := !returned
+		switch {
+		case p != nil && p != http.ErrAbortHandler: //nolint:errorlint // ReverseProxy panics with the sentinel itself.
+		case ex.answerUnsent():
+			aborted, p = false, nil
+		case !aborted && ex.reply.unsent():
+			ex.reply.commit() // a response without a body byte, such as a 204.
+		case ex.reply.committed:
+			// The head and the bytes relayed so far reach the client before
+			// the connection is aborted.
+			_ = http.NewResponseController(w).Flush()
+		}
+		ex.served(!aborted)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	ex.rt.proxy.ServeHTTP(&ex.reply, out)
 	returned = true
+}
+
+// answerUnsent answers, with the router's own error, a response whose body
+// failed before its first byte was read, while the client has been sent
+// nothing of it: 504 upstream_timeout when the body stalled for the idle
+// timeout (end header_timeout: the response did not start in time), else
+// 502 upstream_unavailable (end upstream_unavailable). The member's headers
+// are dropped; the router's own stay. It reports whether it answered.
+func (ex *exchange) answerUnsent() bool {
+	o := &ex.outcome
+	if !ex.reply.unsent() || o.End == "" || o.End == EndComplete || ex.in.Err() != nil {
+		return false
+	}
+	h := ex.reply.w.Header()
+	for k := range h {
+		if k != headerRequestID && k != headerTier && k != headerMember {
+			delete(h, k)
+		}
+	}
+	e, end := errUpstreamUnavailable, EndUnavailable
+	if o.End == EndIdleTimeout {
+		e, end = errUpstreamTimeout, EndHeaderTimeout
+	}
+	o.End = end
+	ex.reply.committed = true
+	e.write(ex.reply.w)
+	o.Status, o.Code = e.status, e.code
+	return true
 }
 
 // advance moves the exchange forward to p; it never moves it back and never

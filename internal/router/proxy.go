@@ -109,3 +109,60 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// heldReply is the client's ResponseWriter as the reverse proxy sees it. It
+// holds the response head back until the first body byte, the first flush
+// or the end of the exchange, whichever comes first. Streams lose nothing
+// by it (the proxy flushes their head at once, and every event after it),
+// and a response whose body fails before its first byte was read has sent
+// the client nothing yet: the exchange answers it with the router's own
+// error instead of a closed connection (exchange.answerUnsent).
+type heldReply struct {
+	w         http.ResponseWriter
+	status    int  // the held status; 0 until the proxy wrote the head.
+	committed bool // the head went to w.
+}
+
+// Header returns the response's header map.
+func (r *heldReply) Header() http.Header { return r.w.Header() }
+
+// WriteHeader holds the final status; an informational one passes.
+func (r *heldReply) WriteHeader(code int) {
+	switch {
+	case code < http.StatusOK:
+		r.w.WriteHeader(code)
+	case r.status == 0:
+		r.status = code
+	}
+}
+
+// commit sends the held head.
+func (r *heldReply) commit() {
+	if r.committed {
+		return
+	}
+	r.committed = true
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	r.w.WriteHeader(r.status)
+}
+
+// Write sends the head, then p.
+func (r *heldReply) Write(p []byte) (int, error) {
+	r.commit()
+	return r.w.Write(p)
+}
+
+// FlushError sends the head and flushes what was written.
+func (r *heldReply) FlushError() error {
+	r.commit()
+	return http.NewResponseController(r.w).Flush()
+}
+
+// Unwrap returns the client's ResponseWriter, for http.ResponseController.
+func (r *heldReply) Unwrap() http.ResponseWriter { return r.w }
+
+// unsent reports whether the member's head was written to the reply but
+// nothing went to the client.
+func (r *heldReply) unsent() bool { return r.status != 0 && !r.committed }

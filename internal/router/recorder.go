@@ -53,11 +53,15 @@ const (
 	// EndMalformed means a 2xx text/event-stream response, read to its end
 	// and relayed whole, broke the event-stream framing (internal/sse).
 	EndMalformed End = "malformed"
-	// EndUnavailable means the member failed before sending response
-	// headers (connection refused or reset); the client got 502.
+	// EndUnavailable means the member failed before the client was sent
+	// anything: before response headers (connection refused or reset), or
+	// before the first body byte of a response of known length; the client
+	// got 502.
 	EndUnavailable End = "upstream_unavailable"
-	// EndHeaderTimeout means no response headers arrived within the tier's
-	// responseHeaderTimeout; the client got 504.
+	// EndHeaderTimeout means the member's response did not start in time:
+	// no response headers within the tier's responseHeaderTimeout, or no
+	// first body byte of a response of known length within its
+	// idleTimeout; the client got 504.
 	EndHeaderTimeout End = "header_timeout"
 	// EndIdleTimeout means the response body stalled for the tier's
 	// idleTimeout; the client's response was aborted.

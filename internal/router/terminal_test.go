@@ -266,11 +266,11 @@ func terminalCases() []terminalCase {
 				_ = conn.Close() // a FIN: the body ends 94 bytes early.
 			},
 			run: func(t *testing.T, f *fixture, _ *upstream) {
-				// The proxy buffers a body of known length, so the abort may
-				// come before the client saw the headers.
+				// The head and the bytes relayed reach the client before
+				// the abort.
 				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
 				if err != nil {
-					return
+					t.Fatal(err)
 				}
 				defer func() { _ = resp.Body.Close() }()
 				body, err := io.ReadAll(resp.Body)
@@ -279,6 +279,63 @@ func terminalCases() []terminalCase {
 				}
 			},
 			wantEnd: EndTruncated, wantStatus: http.StatusOK,
+		},
+		{
+			name: "body of known length ends before its first byte",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					panic(err)
+				}
+				_, _ = io.WriteString(conn, knownLengthHead)
+				_ = conn.Close() // a FIN: nothing of the body was sent.
+			},
+			run:     expectUnsentAnswer(http.StatusBadGateway, "upstream_unavailable"),
+			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
+		},
+		{
+			name: "reset before the first byte of a body of known length",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					panic(err)
+				}
+				_, _ = io.WriteString(conn, knownLengthHead)
+				if tcp, ok := conn.(*net.TCPConn); ok {
+					_ = tcp.SetLinger(0)
+				}
+				_ = conn.Close()
+			},
+			run:     expectUnsentAnswer(http.StatusBadGateway, "upstream_unavailable"),
+			wantEnd: EndUnavailable, wantStatus: http.StatusBadGateway,
+		},
+		{
+			name:   "body of known length stalls before its first byte",
+			mutate: []func(*v1alpha1.ReplicaTierSpec){timeouts(time.Minute, 100*time.Millisecond)},
+			upstream: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Engine-Trace", "abc")
+				w.Header().Set("Content-Length", "100")
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done() // the router hangs up at the idle timeout.
+			},
+			run:     expectUnsentAnswer(http.StatusGatewayTimeout, "upstream_timeout"),
+			wantEnd: EndHeaderTimeout, wantStatus: http.StatusGatewayTimeout,
+		},
+		{
+			name: "response without a body",
+			upstream: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("X-Engine-Trace", "abc")
+				w.WriteHeader(http.StatusNoContent)
+			},
+			run: func(t *testing.T, f *fixture, _ *upstream) {
+				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+				if resp.StatusCode != http.StatusNoContent || len(body) != 0 || resp.Header.Get("X-Engine-Trace") != "abc" {
+					t.Fatalf("got %d %v %q, want the member's 204 and headers", resp.StatusCode, resp.Header, body)
+				}
+				checkLabels(t, resp.Header, "gpu0")
+			},
+			wantEnd: EndComplete, wantStatus: http.StatusNoContent,
 		},
 		{
 			name: "chunked stream without its terminating chunk",
@@ -400,6 +457,26 @@ func terminalCases() []terminalCase {
 			},
 			wantEnd: EndAborted, wantStatus: http.StatusOK,
 		},
+	}
+}
+
+// knownLengthHead is the head of a response with a body of known length
+// and a header of the member's own.
+const knownLengthHead = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Engine-Trace: abc\r\nContent-Length: 100\r\n\r\n"
+
+// expectUnsentAnswer checks that the client got the router's own error,
+// with the router's headers and none of the member's, for a response whose
+// body failed before its first byte.
+func expectUnsentAnswer(status int, code string) func(*testing.T, *fixture, *upstream) {
+	return func(t *testing.T, f *fixture, _ *upstream) {
+		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+		if resp.StatusCode != status || errorCode(t, body) != code {
+			t.Fatalf("got %d %q, want %d %s", resp.StatusCode, body, status, code)
+		}
+		if resp.Header.Get("X-Engine-Trace") != "" || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("headers %v: want the router's error headers, none of the member's", resp.Header)
+		}
+		checkLabels(t, resp.Header, "gpu0")
 	}
 }
 
