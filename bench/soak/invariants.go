@@ -339,13 +339,21 @@ type outcomeResult struct {
 // documented when its request carried a mid-body or stall fault or its
 // member was killed while it was in flight; a 200 must have reached an
 // engine that logged it; a hostile member's request an engine logged must
-// get the router's 502 upstream_unavailable.
-func checkOutcomes(records []requestRecord, kills []killEvent, logged map[string]bool) outcomeResult {
+// get the router's 502 upstream_unavailable. An example names the
+// request's fault, whether an engine logged it and the stream outcome the
+// router recorded for it (ends), so that a failure can be explained from
+// the report.
+func checkOutcomes(records []requestRecord, kills []killEvent, logged map[string]bool, ends map[string]string) outcomeResult {
 	res := outcomeResult{ByOutcome: map[string]int{}}
 	bad := func(r requestRecord, why string) {
 		res.Bad++
 		if len(res.Examples) < maxExamples {
-			res.Examples = append(res.Examples, fmt.Sprintf("%s (%s): %s %s", r.ID, r.Outcome, why, r.Detail))
+			end, ok := ends[r.ID]
+			if !ok {
+				end = "none"
+			}
+			res.Examples = append(res.Examples, fmt.Sprintf("%s (%s; fault %q, engine logged %t, router end %s): %s %s",
+				r.ID, r.Outcome, r.Fault, logged[r.ID], end, why, r.Detail))
 		}
 	}
 	for _, r := range records {

@@ -213,9 +213,15 @@ func TestCheckOutcomes(t *testing.T) {
 		{ID: "hostile refused", Fault: faultInformationalFx, Outcome: outcomeErrorPrefix + "capacity_exhausted"},
 	}
 	logged := map[string]bool{"ok": true, "hostile": true, "hostile timeout": true}
-	res := checkOutcomes(records, kills, logged)
+	res := checkOutcomes(records, kills, logged, map[string]string{"ok-unlogged": "complete"})
 	if res.Bad != 4 {
 		t.Fatalf("bad %d, want 4 (unlogged 200, unexplained abort, bad content, hostile answered 504): %v", res.Bad, res.Examples)
+	}
+	if want := `ok-unlogged (ok; fault "", engine logged false, router end complete): answered 200 but no engine logged it `; res.Examples[0] != want {
+		t.Errorf("example %q, want %q", res.Examples[0], want)
+	}
+	if want := `bad (bad_content; fault "", engine logged false, router end none): undocumented answer `; res.Examples[2] != want {
+		t.Errorf("example %q, want %q", res.Examples[2], want)
 	}
 	if res.ByOutcome[outcomeAborted] != 3 || res.ByOutcome[outcomeOK] != 2 {
 		t.Fatalf("by outcome %v", res.ByOutcome)
@@ -332,5 +338,24 @@ func TestCheckResources(t *testing.T) {
 				t.Fatalf("checkResources = %v, want %d differences", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestRouterPanics(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "router.log")
+	log := `{"level":"INFO","msg":"serving"}
+{"level":"ERROR","msg":"panic serving a request","panic":"boom\ngoroutine 7"}
+not json
+{"level":"ERROR","msg":"another error","panic":"not one"}
+`
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := routerPanics(path)
+	if err != nil || len(got) != 1 || got[0] != "boom\ngoroutine 7" {
+		t.Fatalf("routerPanics = %q, %v; want the one panic", got, err)
+	}
+	if _, err := routerPanics(path + ".missing"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing log: %v", err)
 	}
 }

@@ -320,6 +320,10 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	panics, err := routerPanics(s.routerLog())
+	if err != nil {
+		return nil, err
+	}
 	logged := map[string]bool{}
 	for _, recs := range logs {
 		for _, r := range recs {
@@ -329,7 +333,7 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 	rep := &report{
 		Seed: o.seed, DurationSeconds: elapsed.Seconds(), Engines: o.engines, Workers: o.workers,
 		Requests:       len(all2),
-		Outcomes:       checkOutcomes(all2, c.kills, logged),
+		Outcomes:       checkOutcomes(all2, c.kills, logged, dec.ends),
 		StreamOutcomes: checkStreamOutcomes(all2, dec.ends, c.kills, logged),
 		Faults:         faultCounts(c.faults, all2, logged),
 		Overshoot:      checkOvershoot(logs, s.hist, admitSlack, abandonedEnds(all2), o.strictOvershoot),
@@ -340,6 +344,7 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 		Drains:         c.drains,
 		Baseline:       base, Final: final, Slack: o.slack,
 		ConfigEpochs: len(s.hist),
+		RouterPanics: panics,
 		Thresholds: map[string]int{
 			"min_requests": o.minRequests, "min_faults_per_class": o.minFaults, "kill_excess_max": o.killExcessMax,
 		},
@@ -387,6 +392,7 @@ func evaluate(rep *report, o options, serving requestRecord, routerExit error) [
 			checkResources(rep.Baseline, rep.Final, o.slack)),
 		check(invServing, routerExit == nil && serving.Outcome == outcomeOK, "router exit %v, final request %s %s",
 			routerExit, serving.Outcome, serving.Detail),
+		check(invPanics, len(rep.RouterPanics) == 0, "%d panics, the first: %s", len(rep.RouterPanics), firstOf(rep.RouterPanics)),
 		check(invDrains, drainsOK, "%v", rep.Drains),
 		check(invRequests, rep.Requests >= o.minRequests, "%d requests, want at least %d", rep.Requests, o.minRequests),
 		check(invFaults, len(lowFaults) == 0, "want at least %d of each class: %v", o.minFaults, lowFaults),

@@ -24,6 +24,7 @@ const (
 	invFaults     = "enough_faults"
 	invKillExcess = "kill_excess_within_threshold"
 	invStreamEnds = "stream_outcomes_recorded"
+	invPanics     = "router_never_panicked"
 )
 
 // invariant is one checked invariant.
@@ -55,9 +56,12 @@ type report struct {
 	Final           resources           `json:"final"`
 	Slack           resourceSlack       `json:"slack"`
 	ConfigEpochs    int                 `json:"config_epochs"`
-	Invariants      []invariant         `json:"invariants"`
-	Thresholds      map[string]int      `json:"thresholds"`
-	Extra           map[string]string   `json:"extra,omitempty"`
+	// RouterPanics are the panics the router logged (panicLog): a
+	// handler that panicked closed its client's connection unanswered.
+	RouterPanics []string          `json:"router_panics,omitempty"`
+	Invariants   []invariant       `json:"invariants"`
+	Thresholds   map[string]int    `json:"thresholds"`
+	Extra        map[string]string `json:"extra,omitempty"`
 }
 
 // faultClassOf maps each counted fault to its class: the nine kinds of

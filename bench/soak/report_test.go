@@ -24,7 +24,7 @@ func TestReport(t *testing.T) {
 	faults := faultCounts(map[string]int{chaosKill: 2}, records, map[string]bool{"a": true})
 	rep := &report{
 		Requests:     len(records),
-		Outcomes:     checkOutcomes(records, nil, map[string]bool{"a": true}),
+		Outcomes:     checkOutcomes(records, nil, map[string]bool{"a": true}, nil),
 		Faults:       faults,
 		FaultClasses: classify(faults),
 		Overshoot:    checkOvershoot(logs, history(), admitSlack, nil, false),
@@ -35,9 +35,10 @@ func TestReport(t *testing.T) {
 		Drains:       map[string]int{"ok": 2},
 		Baseline:     resources{Goroutines: 10, FDs: 10, RSSKiB: 1000},
 		Final:        resources{Goroutines: 11, FDs: 10, RSSKiB: 1500},
+		RouterPanics: []string{"boom"},
 	}
 	rep.Invariants = evaluate(rep, o, requestRecord{Outcome: outcomeOK}, nil)
-	want := []string{invLeases, invOvershoot, invDuplicates, invFaults, invKillExcess}
+	want := []string{invLeases, invOvershoot, invDuplicates, invPanics, invFaults, invKillExcess}
 	if got := rep.failed(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("failed invariants %v, want %v", got, want)
 	}

@@ -373,6 +373,44 @@ func (s *stack) getJSON(ctx context.Context, url string, v any) error {
 	return json.Unmarshal(body, v)
 }
 
+// routerLog is the router's own log (its standard error).
+func (s *stack) routerLog() string { return filepath.Join(s.logDir, "router.log") }
+
+// panicMessage is the message of the router's log line for a handler's
+// panic.
+const panicMessage = "panic serving a request"
+
+// routerPanics returns the panic values (with their stacks) of the panic
+// lines in the router's log at path.
+func routerPanics(path string) ([]string, error) {
+	f, err := os.Open(path) //nolint:gosec // the soak's own work directory.
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg   string `json:"msg"`
+			Panic string `json:"panic"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == panicMessage {
+			out = append(out, line.Panic)
+		}
+	}
+	return out, sc.Err()
+}
+
+// firstOf returns the first of ss, or "".
+func firstOf(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return ss[0]
+}
+
 // decisionLog is the router's decision log file.
 func (s *stack) decisionLog() string { return filepath.Join(s.logDir, "decisions.jsonl") }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -181,5 +182,55 @@ func TestRunMaxHeaderBytes(t *testing.T) {
 				t.Errorf("%s with %d header bytes: %d, want %d", url, tt.size, resp.StatusCode, tt.want)
 			}
 		}
+	}
+}
+
+// TestServerLogsPanics proves a handler's panic is logged at ERROR with its
+// value and stack but without the client's address, that an abort
+// (http.ErrAbortHandler) is not logged, and that net/http's other lines
+// are dropped.
+func TestServerLogsPanics(t *testing.T) {
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	srv := newServer(logger, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/abort" {
+			panic(http.ErrAbortHandler)
+		}
+		panic("boom")
+	}), time.Minute)
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	for _, path := range []string{"/abort", "/panic"} {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+ln.Addr().String()+path, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			t.Fatalf("%s: got %d, want the connection closed", path, resp.StatusCode)
+		}
+	}
+	srv.ErrorLog.Printf("http: TLS handshake error from 127.0.0.1:1: EOF")
+	// net/http logs the panic before closing the connection the client saw
+	// closed.
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("log lines %q, want the one panic", lines)
+	}
+	var line struct {
+		Level, Msg, Panic string
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &line); err != nil {
+		t.Fatal(err)
+	}
+	if line.Level != "ERROR" || line.Msg != "panic serving a request" || !strings.HasPrefix(line.Panic, "boom\ngoroutine ") {
+		t.Errorf("logged %+v, want the panic and its stack at ERROR", line)
+	}
+	if strings.Contains(lines[0], "127.0.0.1") {
+		t.Errorf("logged %s, want no client address", lines[0])
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -298,8 +299,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		}
 	}
 	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, obs.requests, rt, s) }, stopReports)
-	front := newServer(handOver(succ.handler(rt), &draining), cfg.bodyReadTimeout)
-	adminSrv := newServer(handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
+	front := newServer(logger, handOver(succ.handler(rt), &draining), cfg.bodyReadTimeout)
+	adminSrv := newServer(logger, handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -481,17 +482,40 @@ func readyOnceServing(h http.Handler, serving *atomic.Bool) http.Handler {
 // body has been read to its end (before its background read for the
 // client's going away), so the timeout never cuts a response, and there is
 // no write timeout: streams last as long as the engine streams, bounded by
-// the tiers' idle timeouts. net/http's own error log, which quotes client
-// addresses and raw errors, is discarded.
-func newServer(h http.Handler, bodyReadTimeout time.Duration) *http.Server {
+// the tiers' idle timeouts. net/http's own error log goes to panicLog.
+func newServer(logger *slog.Logger, h http.Handler, bodyReadTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       bodyReadTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          log.New(io.Discard, "", 0),
+		ErrorLog:          log.New(panicLog{logger}, "", 0),
 	}
+}
+
+// panicPrefix starts net/http's log line for a handler's panic.
+const panicPrefix = "http: panic serving "
+
+// panicLog is net/http's error log of the router's servers. net/http writes
+// a line there when a handler panics with anything but http.ErrAbortHandler,
+// then closes the connection, so the client sees it closed without an
+// answer: the router logs the panic and its stack at ERROR, without the
+// client's address. net/http's other lines (TLS handshake errors, ...)
+// quote client addresses and raw errors and are dropped.
+type panicLog struct{ logger *slog.Logger }
+
+// Write logs p if it is a panic's line.
+func (l panicLog) Write(p []byte) (int, error) {
+	s, ok := strings.CutPrefix(string(p), panicPrefix)
+	if !ok {
+		return len(p), nil
+	}
+	if _, rest, found := strings.Cut(s, ": "); found {
+		s = rest // the client's address goes.
+	}
+	l.logger.Error("panic serving a request", "panic", strings.TrimSpace(s))
+	return len(p), nil
 }
 
 // shutdown stops accepting, lets in-flight requests finish until the
