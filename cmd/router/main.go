@@ -276,6 +276,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		Logger:               logger,
 		AccessLog:            cfg.accessLog,
 		Recorder:             obs.recorder(),
+		Intervals:            obs.requests,
 	})
 	defer rt.Close()
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})

@@ -99,6 +99,20 @@ type exchange struct {
 	// the body's framing as it is read.
 	framed bool
 	scan   sse.Scanner
+
+	// fields are the content keys of the route's responses; zero when it
+	// generates none. A 2xx response of a generation route has content
+	// scan its body for content events and usage (scanContent).
+	fields      sse.Fields
+	scanContent bool
+	content     sse.Content
+	// events counts the content events (a non-streaming body with content
+	// counts one); lastEvent is when the last one was read, from Start.
+	events    int
+	lastEvent time.Duration
+	// intervals takes the intervals between a stream's content events;
+	// nil when nobody records them.
+	intervals Observer
 }
 
 // serve sends the request to the member through the reverse proxy. The
@@ -200,7 +214,12 @@ func (ex *exchange) gotHeaders(status int, contentType []string) {
 	o := &ex.outcome
 	o.Status = status
 	o.FirstByte = ex.rt.clock.Since(o.Start)
-	ex.framed = status >= 200 && status < 300 && len(contentType) == 1 && isEventStream(contentType[0])
+	ok := status >= 200 && status < 300
+	ex.framed = ok && len(contentType) == 1 && isEventStream(contentType[0])
+	if ok && ex.fields != 0 {
+		ex.scanContent = true
+		ex.content = sse.NewContent(ex.fields, ex.framed)
+	}
 }
 
 // isEventStream reports whether a Content-Type value's media type is
@@ -219,6 +238,35 @@ func (ex *exchange) bodyBytes(p []byte) {
 	if ex.framed {
 		ex.scan.Write(p)
 	}
+	if ex.scanContent {
+		if n := ex.content.Write(p); n > 0 {
+			ex.contentEvents(n)
+		}
+	}
+}
+
+// contentEvents times n content events that arrived in one read: the
+// stream's first is its time to first token, each later one an interval
+// (0 for all but the first of a read).
+func (ex *exchange) contentEvents(n int) {
+	ex.events += n
+	if !ex.framed {
+		return // a whole body is timed at its end.
+	}
+	at := ex.rt.clock.Since(ex.outcome.Start)
+	if ex.events == n {
+		ex.outcome.FirstToken = at
+		n--
+	} else if ex.intervals != nil {
+		ex.intervals.Observe((at - ex.lastEvent).Seconds())
+		n--
+	}
+	if ex.intervals != nil {
+		for ; n > 0; n-- {
+			ex.intervals.Observe(0)
+		}
+	}
+	ex.lastEvent = at
 }
 
 // failed reports that the exchange failed before response headers and
@@ -306,6 +354,12 @@ func (ex *exchange) served(returned bool) {
 		}
 	}
 	o.Duration = ex.rt.clock.Since(o.Start)
+	if ex.scanContent {
+		o.Usage, o.HasUsage = ex.content.Usage()
+		if !ex.framed && ex.events > 0 && o.End == EndComplete {
+			o.FirstToken = o.Duration // a non-streaming body's content comes whole.
+		}
+	}
 	ex.rt.finish(o)
 }
 

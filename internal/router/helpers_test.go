@@ -18,6 +18,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/evidence"
@@ -282,6 +283,8 @@ type fixtureOptions struct {
 	decisionFile string      // a JSONL file sink for the decision log.
 	tls          *tls.Config // Options.TLSConfig.
 	hostAddrs    HostAddrs   // Options.HostAddrs.
+	clock        clock.PassiveClock
+	intervals    IntervalRecorder
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -305,6 +308,8 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		MaxBufferedBodyBytes: o.maxBuffered,
 		TLSConfig:            o.tls,
 		HostAddrs:            o.hostAddrs,
+		Clock:                o.clock,
+		Intervals:            o.intervals,
 		Logger:               slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/sse"
 )
 
 // Recorder receives one Outcome per request on the inference routes, after
@@ -193,6 +194,34 @@ type Outcome struct {
 	// Selection is the lease's scheduler decision for Capacity tiers (the
 	// captured one, never recomputed) and nil otherwise.
 	Selection *scheduler.Decision
+	// FirstToken is from Start to the first generated content the member
+	// sent: the read that brought the first content-bearing event of a
+	// 2xx event stream (a chunk with only the role is none), or the end of
+	// a complete 2xx non-streaming body that has content; zero when there
+	// was none. Only the generation routes (chat completions, completions,
+	// responses) have content.
+	FirstToken time.Duration
+	// Usage is the token counts of the member's usage object: a
+	// non-streaming body's, or the last one of a stream (present when the
+	// client asked for stream_options.include_usage). HasUsage says whether
+	// the response had one.
+	Usage    sse.Usage
+	HasUsage bool
+}
+
+// Observer takes one observation, in seconds.
+type Observer interface {
+	Observe(seconds float64)
+}
+
+// IntervalRecorder takes the intervals between the content events of the
+// 2xx event streams the router relays (inter-token latency), as they
+// happen: an event that arrives in the same read as the one before it
+// counts 0.
+type IntervalRecorder interface {
+	// Intervals returns the observer of the intervals of tier's member, or
+	// nil. The router asks once per admitted request.
+	Intervals(tier, member string) Observer
 }
 
 // Evidence returns the outcome's decision record. The fields map one to

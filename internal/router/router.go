@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/sse"
 )
 
 // The inference routes of the front door.
@@ -77,6 +78,10 @@ type Options struct {
 	// Recorder receives one Outcome per inference request. Nil records
 	// nothing.
 	Recorder Recorder
+	// Intervals takes the intervals between the content events of the
+	// streams relayed (inter-token latency). Nil records none, and the
+	// router does not time them.
+	Intervals IntervalRecorder
 	// TLSConfig is the client configuration of connections to https
 	// members; its ServerName defaults to the endpoint's host. Nil means
 	// Go's defaults with the system's roots.
@@ -110,6 +115,7 @@ type Router struct {
 	log        *slog.Logger
 	accessLog  slog.Level // the level of a request line whose exchange did not fail.
 	recorder   Recorder
+	intervals  IntervalRecorder
 	members    *memberClient
 	clock      clock.PassiveClock
 	ids        *idGenerator
@@ -144,6 +150,7 @@ func New(opts Options) *Router {
 		log:        opts.Logger,
 		accessLog:  slog.LevelDebug,
 		recorder:   opts.Recorder,
+		intervals:  opts.Intervals,
 		clock:      opts.Clock,
 		ids:        newIDGenerator(),
 		hostAddrs:  opts.HostAddrs,
@@ -201,6 +208,20 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		errRouteNotFound.write(w)
 	}
+}
+
+// contentFields returns the content keys of a route's responses; zero for
+// a route that generates none (embeddings).
+func contentFields(path string) sse.Fields {
+	switch path {
+	case pathChatCompletions:
+		return sse.ChatFields
+	case pathCompletions:
+		return sse.CompletionFields
+	case pathResponses:
+		return sse.ResponseFields
+	}
+	return 0
 }
 
 // allowPost is the Allow header of the inference routes.
@@ -326,7 +347,10 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		body = held[1].b
 	}
 	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: body, held: held, idHeader: idHeader,
-		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context()}
+		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context(), fields: contentFields(r.URL.Path)}
+	if rt.intervals != nil && ex.fields != 0 {
+		ex.intervals = rt.intervals.Intervals(ts.key, o.Member)
+	}
 	held = heldBodies{} // the exchange releases them now.
 	if route == nil {
 		ex.held.release()
@@ -440,22 +464,22 @@ func (rt *Router) refuse(w http.ResponseWriter, o *Outcome, result Result, e *ap
 	rt.finish(o)
 }
 
-// finish logs and records one request's outcome.
+// finish logs and records one request's outcome: the line first, so that
+// once an outcome is recorded its line is logged.
 func (rt *Router) finish(o *Outcome) {
-	if rt.recorder != nil {
-		rt.recorder.Record(*o)
-	}
 	ctx := context.Background()
 	level := rt.accessLog
 	if o.End != "" && o.End != EndComplete && o.End != EndClientGone {
 		level = slog.LevelWarn
 	}
-	if !rt.log.Enabled(ctx, level) {
-		return
+	if rt.log.Enabled(ctx, level) {
+		// The access line is the decision record's line: the same nine
+		// attributes as ever, plus three for a valid Capacity selection.
+		rec := o.Evidence()
+		var attrs [evidence.LineAttrs]slog.Attr
+		rt.log.LogAttrs(ctx, level, "request", rec.AppendAttrs(attrs[:0])...)
 	}
-	// The access line is the decision record's line: the same nine
-	// attributes as ever, plus three for a valid Capacity selection.
-	rec := o.Evidence()
-	var attrs [evidence.LineAttrs]slog.Attr
-	rt.log.LogAttrs(ctx, level, "request", rec.AppendAttrs(attrs[:0])...)
+	if rt.recorder != nil {
+		rt.recorder.Record(*o)
+	}
 }

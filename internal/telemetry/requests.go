@@ -19,9 +19,14 @@ import (
 // sluice_schedule_duration_seconds{tier},
 // sluice_upstream_first_byte_seconds{tier,member},
 // sluice_stream_outcomes_total{tier,member,outcome},
-// sluice_member_ejections_total{tier,member,reason} and
-// sluice_member_protocol_errors_total{tier,member,reason}. It is a router.Recorder
-// (Record is called once per request) and a prometheus.Collector. Label
+// sluice_member_ejections_total{tier,member,reason},
+// sluice_member_protocol_errors_total{tier,member,reason},
+// sluice_time_to_first_token_seconds{tier,member},
+// sluice_inter_token_latency_seconds{tier,member},
+// sluice_request_duration_seconds{tier,member,outcome} and
+// sluice_tokens_total{tier,member,kind}. It is a router.Recorder (Record is
+// called once per request), a router.IntervalRecorder and a
+// prometheus.Collector. Label
 // values are tier keys and member ids from the configuration and the
 // router's closed outcome and code sets; a request refused before alias
 // resolution has empty tier and member. All methods are safe for
@@ -34,12 +39,21 @@ type RequestMetrics struct {
 	ejections *prometheus.CounterVec
 	protocol  *prometheus.CounterVec
 	streams   *prometheus.CounterVec
+	// firstToken, interToken, duration and tokens are the latency and
+	// token metrics of admitted requests.
+	firstToken *prometheus.HistogramVec
+	interToken *prometheus.HistogramVec
+	duration   *prometheus.HistogramVec
+	tokens     *prometheus.CounterVec
 
 	// children caches the series of each label combination seen, so that
 	// Record neither hashes labels nor allocates once a combination is
 	// known. Combinations are bounded by the configuration.
 	mu       sync.RWMutex
 	children map[seriesKey]*series
+	// intervals caches the inter-token latency series of each tier and
+	// member the router asked for.
+	intervals map[[2]string]prometheus.Observer
 	// configured are the tiers and their members of the last Configure.
 	configured map[string]map[string]bool
 }
@@ -55,8 +69,14 @@ type series struct {
 	requests  prometheus.Counter
 	refusals  prometheus.Counter // nil unless not admitted.
 	schedule  prometheus.Observer
-	firstByte prometheus.Observer // nil unless admitted.
-	stream    prometheus.Counter  // nil unless admitted.
+	firstByte prometheus.Observer // nil unless admitted, as the rest.
+	stream    prometheus.Counter
+	// firstToken, duration, prompt and completion are the latency and
+	// token series of an admitted request.
+	firstToken prometheus.Observer
+	duration   prometheus.Observer
+	prompt     prometheus.Counter
+	completion prometheus.Counter
 }
 
 // NewRequestMetrics returns the request metrics, with the gate refusals'
@@ -64,6 +84,7 @@ type series struct {
 func NewRequestMetrics() *RequestMetrics {
 	m := &RequestMetrics{
 		children:   map[seriesKey]*series{},
+		intervals:  map[[2]string]prometheus.Observer{},
 		configured: map[string]map[string]bool{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: nameRequests,
@@ -95,6 +116,25 @@ func NewRequestMetrics() *RequestMetrics {
 			Name: nameStreamOutcomes,
 			Help: "Admitted requests by how their one upstream exchange ended (complete, truncated, malformed, upstream_unavailable, header_timeout, idle_timeout, upstream_error, client_gone, aborted).",
 		}, []string{labelTier, labelMember, labelOutcome}),
+		firstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    nameFirstToken,
+			Help:    "Time from the router's receipt of a request to the first generated content relayed: the first content-bearing event of a 2xx event stream, or the end of a complete 2xx non-streaming body, in seconds.",
+			Buckets: firstTokenBuckets,
+		}, []string{labelTier, labelMember}),
+		interToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    nameInterToken,
+			Help:    "Time between consecutive content events of a 2xx event stream as the router read them (0 for events read at once), in seconds.",
+			Buckets: interTokenBuckets,
+		}, []string{labelTier, labelMember}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    nameRequestDuration,
+			Help:    "Time from the router's receipt of an admitted request to the end of its exchange, by stream outcome, in seconds.",
+			Buckets: requestDurationBuckets,
+		}, []string{labelTier, labelMember, labelOutcome}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: nameTokens,
+			Help: "Tokens of admitted requests by kind (prompt, completion), from the usage object of the member's response (a non-streaming body, or a stream's usage chunk when the client asked for one).",
+		}, []string{labelTier, labelMember, labelKind}),
 	}
 	m.series(seriesKey{outcome: string(router.ResultRefused)})
 	return m
@@ -162,6 +202,8 @@ func (m *RequestMetrics) Configure(s source.Snapshot) {
 			for _, r := range evidence.ProtocolErrors {
 				m.protocol.WithLabelValues(tier, member, string(r))
 			}
+			m.tokens.WithLabelValues(tier, member, kindPrompt)
+			m.tokens.WithLabelValues(tier, member, kindCompletion)
 		}
 	}
 	m.configured = next
@@ -171,7 +213,7 @@ func (m *RequestMetrics) Configure(s source.Snapshot) {
 // the cached children whose key matches. m.mu is held.
 func (m *RequestMetrics) deleteLocked(labels prometheus.Labels, match func(seriesKey) bool) {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.requests, m.streams, m.ejections, m.protocol, m.firstByte,
+		m.requests, m.streams, m.ejections, m.protocol, m.firstByte, m.firstToken, m.interToken, m.duration, m.tokens,
 	} {
 		v.DeletePartialMatch(labels)
 	}
@@ -185,6 +227,31 @@ func (m *RequestMetrics) deleteLocked(labels prometheus.Labels, match func(serie
 			delete(m.children, k)
 		}
 	}
+	for k := range m.intervals {
+		if match(seriesKey{tier: k[0], member: k[1]}) {
+			delete(m.intervals, k)
+		}
+	}
+}
+
+// Intervals implements router.IntervalRecorder: the inter-token latency
+// series of tier's member, created once.
+func (m *RequestMetrics) Intervals(tier, member string) router.Observer {
+	k := [2]string{tier, member}
+	m.mu.RLock()
+	o, ok := m.intervals[k]
+	m.mu.RUnlock()
+	if ok {
+		return o
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o, ok := m.intervals[k]; ok {
+		return o
+	}
+	o = m.interToken.WithLabelValues(tier, member)
+	m.intervals[k] = o
+	return o
 }
 
 // Record implements router.Recorder.
@@ -209,6 +276,16 @@ func (m *RequestMetrics) Record(o router.Outcome) {
 	}
 	if s.firstByte != nil && o.FirstByte > 0 {
 		s.firstByte.Observe(max(o.FirstByte-o.Dispatch, 0).Seconds())
+	}
+	if s.duration != nil {
+		s.duration.Observe(o.Duration.Seconds())
+		if o.FirstToken > 0 {
+			s.firstToken.Observe(o.FirstToken.Seconds())
+		}
+		if o.HasUsage {
+			s.prompt.Add(float64(o.Usage.Prompt))
+			s.completion.Add(float64(o.Usage.Completion))
+		}
 	}
 	if o.Ejection != "" {
 		// Rare, and only after a failed attempt: the label lookup is not
@@ -243,6 +320,10 @@ func (m *RequestMetrics) series(key seriesKey) *series {
 		s.schedule = m.schedule.WithLabelValues(key.tier)
 		s.firstByte = m.firstByte.WithLabelValues(key.tier, key.member)
 		s.stream = m.streams.WithLabelValues(key.tier, key.member, key.end)
+		s.firstToken = m.firstToken.WithLabelValues(key.tier, key.member)
+		s.duration = m.duration.WithLabelValues(key.tier, key.member, key.end)
+		s.prompt = m.tokens.WithLabelValues(key.tier, key.member, kindPrompt)
+		s.completion = m.tokens.WithLabelValues(key.tier, key.member, kindCompletion)
 	}
 	m.children[key] = s
 	return s
@@ -257,6 +338,10 @@ func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.ejections.Describe(ch)
 	m.protocol.Describe(ch)
 	m.streams.Describe(ch)
+	m.firstToken.Describe(ch)
+	m.interToken.Describe(ch)
+	m.duration.Describe(ch)
+	m.tokens.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -268,4 +353,8 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.ejections.Collect(ch)
 	m.protocol.Collect(ch)
 	m.streams.Collect(ch)
+	m.firstToken.Collect(ch)
+	m.interToken.Collect(ch)
+	m.duration.Collect(ch)
+	m.tokens.Collect(ch)
 }

@@ -5,12 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/sse"
 )
 
 // TestRequestMetrics feeds outcomes of every kind and checks the counters
@@ -139,8 +142,12 @@ func seriesOf(t *testing.T, m *RequestMetrics, name string) map[string]float64 {
 			for _, l := range s.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			value := labels[labelOutcome] + labels[labelReason]
-			out[labels[labelTier]+"/"+labels[labelMember]+"/"+value] = s.GetCounter().GetValue()
+			value := labels[labelOutcome] + labels[labelReason] + labels[labelKind]
+			v := s.GetCounter().GetValue()
+			if h := s.GetHistogram(); h != nil {
+				v = float64(h.GetSampleCount())
+			}
+			out[labels[labelTier]+"/"+labels[labelMember]+"/"+value] = v
 		}
 	}
 	return out
@@ -166,6 +173,7 @@ func TestRequestMetricsConfigure(t *testing.T) {
 		nameStreamOutcomes: 3 * len(evidence.StreamOutcomes),
 		nameEjections:      3 * len(evidence.Ejections),
 		nameProtocolErrors: 3 * len(evidence.ProtocolErrors),
+		nameTokens:         3 * 2, // prompt and completion per member.
 	}
 	for name, n := range want {
 		got := seriesOf(t, m, name)
@@ -187,14 +195,24 @@ func TestRequestMetricsConfigure(t *testing.T) {
 	// A request on gpu1, then gpu1 and ns/rr leave; gpu1 ends a late one.
 	admitted := router.Outcome{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu1", Status: 200, End: router.EndComplete}
 	m.Record(admitted)
+	m.Record(router.Outcome{Tier: "ns/rr", Alias: "rr", Result: router.ResultAdmitted, Member: "gpu2", Status: 200,
+		End: router.EndComplete, FirstToken: time.Second, Duration: 2 * time.Second})
+	m.Intervals("ns/rr", "gpu2").Observe(0.02)
+	if got := seriesOf(t, m, nameInterToken); got["ns/rr/gpu2/"] != 1 {
+		t.Fatalf("inter-token latency %v, want gpu2's one observation", got)
+	}
 	m.Configure(source.Snapshot{Tiers: []source.Tier{
 		tier("ns/cap", v1alpha1.StrategyCapacity, 0, member{"gpu0", "http://127.0.0.1:8001", 2, ""}),
 	}})
 	m.Record(admitted)
 	for name, gone := range map[string][]string{
-		nameRequests:       {"ns/rr//not_admitted", "ns/rr/gpu2/admitted"},
-		nameStreamOutcomes: {"ns/rr/gpu2/complete"},
-		nameRefusals:       {"ns/rr//capacity_exhausted"},
+		nameRequests:        {"ns/rr//not_admitted", "ns/rr/gpu2/admitted"},
+		nameStreamOutcomes:  {"ns/rr/gpu2/complete"},
+		nameRefusals:        {"ns/rr//capacity_exhausted"},
+		nameTokens:          {"ns/rr/gpu2/prompt", "ns/rr/gpu2/completion"},
+		nameFirstToken:      {"ns/rr/gpu2/"},
+		nameInterToken:      {"ns/rr/gpu2/"},
+		nameRequestDuration: {"ns/rr/gpu2/complete"},
 	} {
 		got := seriesOf(t, m, name)
 		for _, labels := range gone {
@@ -215,4 +233,70 @@ func TestRequestMetricsConfigure(t *testing.T) {
 	if got := seriesOf(t, m, nameEjections); len(got) != len(evidence.Ejections) {
 		t.Fatalf("ejections %v, want gpu0's only", got)
 	}
+	// The interval series of a removed member is made again when asked.
+	m.Intervals("ns/rr", "gpu2").Observe(0.02)
+	if got := seriesOf(t, m, nameInterToken); got["ns/rr/gpu2/"] != 1 {
+		t.Fatalf("inter-token latency %v, want gpu2's series made afresh", got)
+	}
+}
+
+// TestRequestMetricsLatency proves an admitted request's time to first
+// token, duration (by stream outcome) and tokens are observed, and that a
+// request without first token or usage observes neither.
+func TestRequestMetricsLatency(t *testing.T) {
+	m := NewRequestMetrics()
+	m.Record(router.Outcome{Tier: "ns/t", Alias: "t", Result: router.ResultAdmitted, Member: "gpu0", Status: 200,
+		End: router.EndComplete, FirstToken: 300 * time.Millisecond, Duration: 4 * time.Second,
+		Usage: sse.Usage{Prompt: 120, Completion: 40}, HasUsage: true})
+	m.Record(router.Outcome{Tier: "ns/t", Alias: "t", Result: router.ResultAdmitted, Member: "gpu0", Status: 200,
+		End: router.EndClientGone, Duration: 50 * time.Millisecond})
+	m.Record(router.Outcome{Tier: "ns/t", Alias: "t", Result: router.ResultNotAdmitted, Code: "capacity_exhausted"})
+	reg := NewRegistry(m)
+	for _, tc := range []struct {
+		name   string
+		labels string
+		count  uint64
+		sum    float64
+	}{
+		{nameFirstToken, "ns/t/gpu0/", 1, 0.3},
+		{nameRequestDuration, "ns/t/gpu0/complete", 1, 4},
+		{nameRequestDuration, "ns/t/gpu0/client_gone", 1, 0.05},
+	} {
+		h := histogramOf(t, reg, tc.name, tc.labels)
+		if h.GetSampleCount() != tc.count || h.GetSampleSum() != tc.sum {
+			t.Errorf("%s{%s}: count %d sum %v, want %d and %v", tc.name, tc.labels, h.GetSampleCount(), h.GetSampleSum(), tc.count, tc.sum)
+		}
+	}
+	if got := seriesOf(t, m, nameTokens); got["ns/t/gpu0/prompt"] != 120 || got["ns/t/gpu0/completion"] != 40 || len(got) != 2 {
+		t.Fatalf("tokens %v, want 120 prompt and 40 completion", got)
+	}
+	if got := seriesOf(t, m, nameRequestDuration); len(got) != 2 {
+		t.Fatalf("durations %v, want the two admitted requests' outcomes only", got)
+	}
+}
+
+// histogramOf returns the histogram of name whose tier/member/outcome
+// labels are labels.
+func histogramOf(t *testing.T, reg *prometheus.Registry, name, labels string) *dto.Histogram {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range s.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l[labelTier]+"/"+l[labelMember]+"/"+l[labelOutcome] == labels {
+				return s.GetHistogram()
+			}
+		}
+	}
+	t.Fatalf("no %s{%s}", name, labels)
+	return nil
 }
