@@ -1,5 +1,5 @@
 // Package procstat reads a process's memory from Linux's /proc/PID/status,
-// for the benchmark harness and the end-to-end tests that bound the
+// for the benchmark harness, the chaos soak and the end-to-end tests that bound the
 // router's resident memory.
 package procstat
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/bench/procstat"
 	"github.com/sluice-dev/sluice/internal/router"
 )
 
@@ -24,26 +25,14 @@ func TestParseGoroutines(t *testing.T) {
 	}
 }
 
-func TestParseRSS(t *testing.T) {
-	n, err := parseRSS([]byte("Name:\trouter\nVmRSS:\t   34420 kB\nThreads:\t8\n"))
-	if err != nil || n != 34420 {
-		t.Fatalf("parseRSS = %d, %v", n, err)
-	}
-	for _, bad := range []string{"Name:\trouter\n", "VmRSS:\t12 MB\n", "VmRSS:\t-1 kB\n"} {
-		if _, err := parseRSS([]byte(bad)); !errors.Is(err, errResources) {
-			t.Errorf("parseRSS(%q) = %v, want errResources", bad, err)
-		}
-	}
-}
-
 func TestProcessResources(t *testing.T) {
 	fds, err := processFDs(os.Getpid())
 	if err != nil || fds < 3 {
 		t.Fatalf("processFDs = %d, %v", fds, err)
 	}
-	rss, err := processRSS(os.Getpid())
-	if err != nil || rss <= 0 {
-		t.Fatalf("processRSS = %d, %v", rss, err)
+	mem, err := procstat.Read(os.Getpid())
+	if err != nil || mem.RSSKiB <= 0 {
+		t.Fatalf("procstat.Read = %+v, %v", mem, err)
 	}
 }
 

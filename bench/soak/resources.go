@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -31,27 +29,6 @@ func parseGoroutines(body []byte) (int, error) {
 	return int(f.GetMetric()[0].GetGauge().GetValue()), nil
 }
 
-// parseRSS reads VmRSS (KiB) from the text of /proc/PID/status.
-func parseRSS(status []byte) (int64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || key != "VmRSS" {
-			continue
-		}
-		fields := strings.Fields(val)
-		if len(fields) != 2 || fields[1] != "kB" {
-			break
-		}
-		n, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil || n < 0 {
-			break
-		}
-		return n, nil
-	}
-	return 0, fmt.Errorf("%w: no VmRSS in kB", errResources)
-}
-
 // processFDs counts the open file descriptors of pid.
 func processFDs(pid int) (int, error) {
 	entries, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
@@ -59,13 +36,4 @@ func processFDs(pid int) (int, error) {
 		return 0, fmt.Errorf("%w: %w", errResources, err)
 	}
 	return len(entries), nil
-}
-
-// processRSS returns the resident memory of pid in KiB.
-func processRSS(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", errResources, err)
-	}
-	return parseRSS(b)
 }

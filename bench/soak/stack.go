@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/bench/procstat"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/router"
 )
@@ -307,7 +308,8 @@ func (s *stack) sample(ctx context.Context) (resources, error) {
 	if r.FDs, err = processFDs(s.router.pid()); err != nil {
 		return r, err
 	}
-	r.RSSKiB, err = processRSS(s.router.pid())
+	mem, err := procstat.Read(s.router.pid())
+	r.RSSKiB = mem.RSSKiB
 	return r, err
 }
 
