@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/bench/startlines"
 	"github.com/sluice-dev/sluice/bench/procstat"
+	"github.com/sluice-dev/sluice/bench/startlines"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/router"
 )
