@@ -1,7 +1,5 @@
 package sse
 
-import "bytes"
-
 // Fields selects the JSON keys whose values are generated content, by the
 // OpenAI route whose responses a Content scanner reads.
 type Fields uint8
@@ -156,12 +154,19 @@ func (c *Content) Write(p []byte) int {
 
 // stringSpecial returns the index of the next byte that matters in a
 // string: a quote, a backslash, or a line break in an event stream; -1
-// when p holds none.
+// when p holds none. Strings are short, so a plain loop beats a search.
 func (c *Content) stringSpecial(p []byte) int {
-	if c.lines {
-		return bytes.IndexAny(p, "\"\\\n\r")
+	for i, b := range p {
+		switch b {
+		case '"', '\\':
+			return i
+		case '\n', '\r':
+			if c.lines {
+				return i
+			}
+		}
 	}
-	return bytes.IndexAny(p, "\"\\")
+	return -1
 }
 
 // keyBytes takes a string's bytes while they may still be a key looked
@@ -180,12 +185,19 @@ func (c *Content) keyBytes(span []byte) {
 
 // nextSpecial returns the index of the next byte that matters while
 // seeking a string: a quote, or a line break in an event stream; -1 when
-// p holds none.
+// p holds none. What lies between a body's strings is short.
 func (c *Content) nextSpecial(p []byte) int {
-	if c.lines {
-		return bytes.IndexAny(p, "\"\n\r")
+	for i, b := range p {
+		switch b {
+		case '"':
+			return i
+		case '\n', '\r':
+			if c.lines {
+				return i
+			}
+		}
 	}
-	return bytes.IndexByte(p, '"')
+	return -1
 }
 
 // outside takes one byte outside strings and returns 1 when it completed
@@ -262,14 +274,14 @@ func (c *Content) stringEnd() {
 	if c.keyLen == tooLong {
 		return
 	}
-	if k := c.keyKind(string(c.key[:c.keyLen])); k != kindNone {
+	if k := c.keyKind(c.key[:c.keyLen]); k != kindNone {
 		c.phase, c.kind = colon, k
 	}
 }
 
 // keyKind returns what the value of key means on the scanner's route.
-func (c *Content) keyKind(key string) valueKind {
-	switch key {
+func (c *Content) keyKind(key []byte) valueKind {
+	switch string(key) {
 	case "prompt_tokens", "input_tokens":
 		return kindPrompt
 	case "completion_tokens", "output_tokens":
@@ -277,18 +289,18 @@ func (c *Content) keyKind(key string) valueKind {
 	}
 	switch c.fields {
 	case ChatFields:
-		switch key {
+		switch string(key) {
 		case "content", "reasoning_content", "reasoning":
 			return kindText
 		case "tool_calls":
 			return kindList
 		}
 	case CompletionFields:
-		if key == "text" {
+		if string(key) == "text" {
 			return kindText
 		}
 	case ResponseFields:
-		if key == "delta" {
+		if string(key) == "delta" {
 			return kindText
 		}
 	}
