@@ -83,8 +83,9 @@ func newCommand(streams genericiooptions.IOStreams, connect connectFunc) *cobra.
 	root := &cobra.Command{
 		Use:   "kubectl-sluice",
 		Short: "Inspect and change the admission of sluice ReplicaTiers",
-		Long: "kubectl sluice reads a ReplicaTier's status as the router on its node reports it, and\n" +
-			"quiesces, readmits or drains a tier or one member by patching spec.quiesce.",
+		Long: "kubectl sluice reads a ReplicaTier's status as the router on its node reports it,\n" +
+			"quiesces, readmits or drains a tier or one member by patching spec.quiesce, and\n" +
+			"summarizes a router's decision log files.",
 		Version:           version.Version(),
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
@@ -95,7 +96,7 @@ func newCommand(streams genericiooptions.IOStreams, connect connectFunc) *cobra.
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	root.PersistentFlags().StringVarP(&c.output, "output", "o", outputTable, "output format: table or json")
-	root.AddCommand(c.statusCommand(), c.quiesceCommand(), c.readmitCommand(), c.drainCommand(), c.mcpCommand())
+	root.AddCommand(c.statusCommand(), c.quiesceCommand(), c.readmitCommand(), c.drainCommand(), c.decisionsCommand(), c.mcpCommand())
 	return root
 }
 
