@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -278,10 +279,11 @@ type fixtureOptions struct {
 	keys         *Keys
 	adminToken   *Keys
 	maxBody      int64
-	maxBuffered  int64       // Options.MaxBufferedBodyBytes.
-	decisionFile string      // a JSONL file sink for the decision log.
-	tls          *tls.Config // Options.TLSConfig.
-	hostAddrs    HostAddrs   // Options.HostAddrs.
+	maxBuffered  int64                // Options.MaxBufferedBodyBytes.
+	decisionFile string               // a JSONL file sink for the decision log.
+	tls          *tls.Config          // Options.TLSConfig.
+	hostAddrs    HostAddrs            // Options.HostAddrs.
+	tracer       trace.TracerProvider // Options.TracerProvider.
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -305,6 +307,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		MaxBufferedBodyBytes: o.maxBuffered,
 		TLSConfig:            o.tls,
 		HostAddrs:            o.hostAddrs,
+		TracerProvider:       o.tracer,
 		Logger:               slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.

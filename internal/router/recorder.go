@@ -193,6 +193,10 @@ type Outcome struct {
 	// Selection is the lease's scheduler decision for Capacity tiers (the
 	// captured one, never recomputed) and nil otherwise.
 	Selection *scheduler.Decision
+
+	// trace is the request's span, nil unless the router traces
+	// (Options.TracerProvider); finish ends it. Recorders cannot see it.
+	trace *requestTrace
 }
 
 // Evidence returns the outcome's decision record. The fields map one to

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/admission"
@@ -89,6 +90,11 @@ type Options struct {
 	// long (--member-idle-timeout); keep it below the engines' own
 	// keep-alive timeout. Zero or negative means DefaultMemberIdleTimeout.
 	MemberIdleTimeout time.Duration
+	// TracerProvider, when set, traces every inference request: one server
+	// span continuing the caller's W3C trace context, whose context the
+	// upstream request carries (docs/OPERATIONS.md#tracing). Nil means no
+	// tracing: no span is started and no header added.
+	TracerProvider trace.TracerProvider
 	// HostAddrs returns this host's addresses. Apply reads it when a tier
 	// with memberLocality SameHost names a member whose endpoint host is not
 	// loopback, at most once per snapshot; such a member must have one of
@@ -114,6 +120,7 @@ type Router struct {
 	clock      clock.PassiveClock
 	ids        *idGenerator
 	proxy      *httputil.ReverseProxy
+	tracer     trace.Tracer // nil unless Options.TracerProvider is set.
 
 	table   atomic.Pointer[table] // read lock-free by every request.
 	applyMu sync.Mutex            // serializes Apply.
@@ -147,6 +154,7 @@ func New(opts Options) *Router {
 		clock:      opts.Clock,
 		ids:        newIDGenerator(),
 		hostAddrs:  opts.HostAddrs,
+		tracer:     newTracer(opts.TracerProvider),
 	}
 	if rt.hostAddrs == nil {
 		rt.hostAddrs = InterfaceAddrs
@@ -231,6 +239,9 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	o := Outcome{Start: rt.clock.Now(), RequestID: rt.ids.requestID(r.Header)}
 	idHeader := []string{o.RequestID} // shared by the response and the upstream request; never appended to.
 	w.Header()[headerRequestID] = idHeader
+	if rt.tracer != nil {
+		o.trace = rt.startTrace(r, &o)
+	}
 
 	// 1. Request-wide gates, before any reservation.
 	if r.Method != http.MethodPost {
@@ -293,6 +304,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 			// after the request arrived: it goes there, body and all.
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 			rt.handedOver(w, r)
+			rt.endHandedOver(&o)
 			return
 		}
 		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
@@ -309,7 +321,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	// ends, however it ends.
 	o.Result, o.Member = ResultAdmitted, lease.Member()
 	o.Dispatch = o.Schedule + scheduled.Sub(o.Start)
-	if rt.recorder != nil {
+	if rt.recorder != nil || o.trace != nil {
 		o.Selection = lease.Selection()
 	}
 	if n := rewriteSize(cfg.upstreamModel, body, model); n > 0 {
@@ -440,8 +452,11 @@ func (rt *Router) refuse(w http.ResponseWriter, o *Outcome, result Result, e *ap
 	rt.finish(o)
 }
 
-// finish logs and records one request's outcome.
+// finish logs and records one request's outcome, and ends its span.
 func (rt *Router) finish(o *Outcome) {
+	if o.trace != nil {
+		o.trace.end(o)
+	}
 	if rt.recorder != nil {
 		rt.recorder.Record(*o)
 	}
