@@ -34,10 +34,12 @@ const (
 )
 
 // tracingShutdownTimeout bounds the flush of the spans still queued when
-// the router stops, after the front door shut down: a collector that does
-// not answer must not hold the pod past its termination grace period
-// (--shutdown-timeout, the admin server's 5 s and this stay within 45 s).
-const tracingShutdownTimeout = 5 * time.Second
+// the router stops, after both servers shut down: a collector that does not
+// answer must not hold the pod past its termination grace period. With the
+// defaults (--shutdown-grace 5 s, --shutdown-timeout 30 s, the admin
+// server's 5 s) this stays below the DaemonSet's 45 s; a collector answers
+// a batch in milliseconds.
+const tracingShutdownTimeout = 2 * time.Second
 
 // tracingErrorMessage is the log message of the SDK's own errors.
 const tracingErrorMessage = "tracing error"

@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // TestTracingFromEnv proves the environment's decision: off by default,
@@ -215,5 +218,42 @@ func TestRunExportsSpans(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), tracingErrorMessage) {
 		t.Errorf("the SDK reported errors: %s", logs)
+	}
+}
+
+// TestTracingResource proves the spans' resource: service.name
+// sluice-router and the router's version, unless OTEL_RESOURCE_ATTRIBUTES
+// or OTEL_SERVICE_NAME (which wins over both) name the service.
+func TestTracingResource(t *testing.T) {
+	for _, tt := range []struct{ name, attrs, want string }{
+		{want: defaultServiceName},
+		{name: "custom-router", want: "custom-router"},
+		{attrs: "service.name=from-attributes,deployment.environment=test", want: "from-attributes"},
+		{name: "custom-router", attrs: "service.name=from-attributes", want: "custom-router"},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Setenv("OTEL_SERVICE_NAME", tt.name)
+			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", tt.attrs)
+			// Nothing is exported: the span below never ends.
+			t.Setenv(envEndpoint, "http://127.0.0.1:1")
+			logger := slog.New(slog.DiscardHandler)
+			tr, err := newTracing(context.Background(), tracingConfig{enabled: true, protocol: protocolHTTP}, logger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.shutdown(logger)
+			_, span := tr.provider().Tracer("test").Start(context.Background(), "probe")
+			ro, ok := span.(sdktrace.ReadOnlySpan)
+			if !ok {
+				t.Fatalf("span %T is not the SDK's", span)
+			}
+			got := map[string]string{}
+			for _, kv := range ro.Resource().Attributes() {
+				got[string(kv.Key)] = kv.Value.AsString()
+			}
+			if got["service.name"] != tt.want || got["service.version"] != version.Version() {
+				t.Errorf("resource %v, want service.name %q and service.version %q", got, tt.want, version.Version())
+			}
+		})
 	}
 }
