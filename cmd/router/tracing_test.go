@@ -79,6 +79,20 @@ func TestTracingOffCreatesNothing(t *testing.T) {
 	tr.shutdown(slog.New(slog.DiscardHandler))
 }
 
+// TestTracingBothProtocols proves either protocol builds a provider; no
+// connection is made before a span is exported.
+func TestTracingBothProtocols(t *testing.T) {
+	t.Setenv(envEndpoint, "http://127.0.0.1:1")
+	logger := slog.New(slog.DiscardHandler)
+	for _, protocol := range []string{protocolGRPC, protocolHTTP} {
+		tr, err := newTracing(context.Background(), tracingConfig{enabled: true, protocol: protocol}, logger)
+		if err != nil || tr.provider() == nil {
+			t.Fatalf("%s: %+v, %v", protocol, tr, err)
+		}
+		tr.shutdown(logger)
+	}
+}
+
 // collector is a fake OTLP/HTTP trace collector on loopback.
 type collector struct {
 	srv   *httptest.Server
