@@ -257,6 +257,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		return err
 	}
 	defer obs.close(logger)
+	tracingCfg, err := tracingFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	traces, err := newTracing(ctx, tracingCfg, logger)
+	if err != nil {
+		return err
+	}
+	// After the front door shut down (deferred calls run last first).
+	defer traces.shutdown(logger)
 	probes := readiness.New(readiness.Options{})
 	samples := pressure.New(pressure.Options{Collector: obs.collector()})
 	defer samples.Close()
@@ -277,6 +287,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		AccessLog:            cfg.accessLog,
 		Recorder:             obs.recorder(),
 		Intervals:            obs.requests,
+		TracerProvider:       traces.provider(),
 	})
 	defer rt.Close()
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
@@ -279,12 +280,13 @@ type fixtureOptions struct {
 	keys         *Keys
 	adminToken   *Keys
 	maxBody      int64
-	maxBuffered  int64       // Options.MaxBufferedBodyBytes.
-	decisionFile string      // a JSONL file sink for the decision log.
-	tls          *tls.Config // Options.TLSConfig.
-	hostAddrs    HostAddrs   // Options.HostAddrs.
-	clock        clock.PassiveClock
-	intervals    IntervalRecorder
+	maxBuffered  int64                // Options.MaxBufferedBodyBytes.
+	decisionFile string               // a JSONL file sink for the decision log.
+	tls          *tls.Config          // Options.TLSConfig.
+	hostAddrs    HostAddrs            // Options.HostAddrs.
+	tracer       trace.TracerProvider // Options.TracerProvider.
+	clock        clock.PassiveClock   // Options.Clock.
+	intervals    IntervalRecorder     // Options.Intervals.
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -310,6 +312,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		HostAddrs:            o.hostAddrs,
 		Clock:                o.clock,
 		Intervals:            o.intervals,
+		TracerProvider:       o.tracer,
 		Logger:               slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.

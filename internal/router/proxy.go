@@ -70,7 +70,8 @@ func (copyBuffers) Put(b []byte) {
 
 // rewrite points the outgoing request at the leased member. The path and
 // query are forwarded unchanged; ReverseProxy has already dropped hop-by-hop
-// and forwarding headers, and adds none.
+// and forwarding headers, and adds none. A traced request carries its span's
+// traceparent (and tracestate) instead of the caller's.
 func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 	ex := exchangeOf(pr.In.Context())
 	out := pr.Out
@@ -82,6 +83,9 @@ func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 	if rt.keys != nil {
 		delete(out.Header, "Authorization") // the router's credential, not the engine's.
 	}
+	if t := ex.outcome.trace; t != nil {
+		t.inject(out.Header)
+	}
 }
 
 // modifyResponse runs when the member's response headers arrive: it reports
@@ -89,7 +93,11 @@ func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 // headers, which are already on the client's response.
 func modifyResponse(resp *http.Response) error {
 	h := resp.Header
-	exchangeOf(resp.Request.Context()).gotHeaders(resp.StatusCode, h["Content-Type"])
+	ex := exchangeOf(resp.Request.Context())
+	ex.gotHeaders(resp.StatusCode, h["Content-Type"])
+	if t := ex.outcome.trace; t != nil {
+		t.upstreamHeaders(resp.StatusCode)
+	}
 	delete(h, headerRequestID)
 	delete(h, headerTier)
 	delete(h, headerMember)

@@ -207,6 +207,10 @@ type Outcome struct {
 	// the response had one.
 	Usage    sse.Usage
 	HasUsage bool
+
+	// trace is the request's span, nil unless the router traces
+	// (Options.TracerProvider); finish ends it. Recorders cannot see it.
+	trace *requestTrace
 }
 
 // Observer takes one observation, in seconds.

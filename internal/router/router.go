@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/admission"
@@ -94,6 +95,11 @@ type Options struct {
 	// long (--member-idle-timeout); keep it below the engines' own
 	// keep-alive timeout. Zero or negative means DefaultMemberIdleTimeout.
 	MemberIdleTimeout time.Duration
+	// TracerProvider, when set, traces every inference request: one server
+	// span continuing the caller's W3C trace context, whose context the
+	// upstream request carries (docs/OPERATIONS.md#tracing). Nil means no
+	// tracing: no span is started and no header added.
+	TracerProvider trace.TracerProvider
 	// HostAddrs returns this host's addresses. Apply reads it when a tier
 	// with memberLocality SameHost names a member whose endpoint host is not
 	// loopback, at most once per snapshot; such a member must have one of
@@ -120,6 +126,7 @@ type Router struct {
 	clock      clock.PassiveClock
 	ids        *idGenerator
 	proxy      *httputil.ReverseProxy
+	tracer     trace.Tracer // nil unless Options.TracerProvider is set.
 
 	table   atomic.Pointer[table] // read lock-free by every request.
 	applyMu sync.Mutex            // serializes Apply.
@@ -154,6 +161,7 @@ func New(opts Options) *Router {
 		clock:      opts.Clock,
 		ids:        newIDGenerator(),
 		hostAddrs:  opts.HostAddrs,
+		tracer:     newTracer(opts.TracerProvider),
 	}
 	if rt.hostAddrs == nil {
 		rt.hostAddrs = InterfaceAddrs
@@ -252,6 +260,9 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	o := Outcome{Start: rt.clock.Now(), RequestID: rt.ids.requestID(r.Header)}
 	idHeader := []string{o.RequestID} // shared by the response and the upstream request; never appended to.
 	w.Header()[headerRequestID] = idHeader
+	if rt.tracer != nil {
+		o.trace = rt.startTrace(r, &o)
+	}
 
 	// 1. Request-wide gates, before any reservation.
 	if r.Method != http.MethodPost {
@@ -314,6 +325,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 			// after the request arrived: it goes there, body and all.
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 			rt.handedOver(w, r)
+			rt.endHandedOver(&o)
 			return
 		}
 		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
@@ -330,7 +342,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	// ends, however it ends.
 	o.Result, o.Member = ResultAdmitted, lease.Member()
 	o.Dispatch = o.Schedule + scheduled.Sub(o.Start)
-	if rt.recorder != nil {
+	if rt.recorder != nil || o.trace != nil {
 		o.Selection = lease.Selection()
 	}
 	if n := rewriteSize(cfg.upstreamModel, body, model); n > 0 {
@@ -464,9 +476,12 @@ func (rt *Router) refuse(w http.ResponseWriter, o *Outcome, result Result, e *ap
 	rt.finish(o)
 }
 
-// finish logs and records one request's outcome: the line first, so that
-// once an outcome is recorded its line is logged.
+// finish ends one request's span, then logs and records its outcome: the
+// line first, so that once an outcome is recorded its line is logged.
 func (rt *Router) finish(o *Outcome) {
+	if o.trace != nil {
+		o.trace.end(o)
+	}
 	ctx := context.Background()
 	level := rt.accessLog
 	if o.End != "" && o.End != EndComplete && o.End != EndClientGone {
