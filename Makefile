@@ -5,6 +5,9 @@
 #   hack/envtest/go.mod  kube-apiserver, etcd and kubectl for the envtest suites
 #   hack/helm/go.mod     helm (tool directive), for the chart's lint, render and
 #                        equivalence tests (charts/sluice, docs/HELM.md)
+#   hack/tools/promtool/go.mod
+#                        promtool (tool directive), for the monitoring bundle's
+#                        rule tests (config/prometheus, docs/OPERATIONS.md)
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -14,6 +17,10 @@ ENVTEST_BIN := $(BIN)/k8s
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
 HELM           := $(BIN)/helm
+PROMTOOL       := $(BIN)/promtool
+# MONITORING_OUT holds the rule file extracted from the PrometheusRule for
+# promtool (config/prometheus/tests name it).
+MONITORING_OUT := $(CURDIR)/out/monitoring
 GO_TEST_FLAGS ?= -race -count=1
 # FUZZ_TARGETS lists package:Target:executions triples run by `make fuzz`
 # (part of `make test`). Each target runs for its count of executions, sized
@@ -188,11 +195,18 @@ undeploy: ## Remove everything deploy installed, the CRD and the router's Secret
 ##@ Test
 
 .PHONY: test
-test: envtest-bins verify test-go test-images test-quickstart test-soak fuzz ## Verify, run every test with -race (envtest included), test the images and the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
+test: envtest-bins verify test-monitoring test-go test-images test-quickstart test-soak fuzz ## Verify, test the monitoring rules, run every test with -race (envtest included), test the images and the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
 
 .PHONY: test-go
 test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-monitoring
+test-monitoring: $(PROMTOOL) ## Check the PrometheusRule's rules and run their unit tests (config/prometheus/tests) with promtool.
+	@mkdir -p $(MONITORING_OUT)
+	go run ./hack/promrules config/prometheus/prometheusrule.yaml $(MONITORING_OUT)/rules.yaml
+	$(PROMTOOL) check rules $(MONITORING_OUT)/rules.yaml
+	$(PROMTOOL) test rules config/prometheus/tests/*.yaml
 
 .PHONY: test-images
 test-images: envtest-bins images-offline ## Build the images offline, then run them: router against enginesim, manager against an API server.
@@ -270,6 +284,17 @@ $(HELM): hack/helm/go.mod hack/helm/go.sum
 
 # `make bin/helm`, the name the chart tests print when helm is missing.
 bin/helm: $(HELM)
+
+# promtool without the service discoveries of the cloud providers
+# (remove_all_sd; promtool keeps Kubernetes' and the file and static ones),
+# which halves its build; the -X flag gives `promtool --version` the pinned
+# version.
+$(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
+	cd hack/tools/promtool && go build -tags remove_all_sd -o $@ \
+		-ldflags "-X github.com/prometheus/common/version.Version=$$(go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" \
+		github.com/prometheus/prometheus/cmd/promtool
+
+bin/promtool: $(PROMTOOL)
 
 .PHONY: clean
 clean: ## Remove built binaries (the envtest control plane included).
