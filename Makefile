@@ -203,11 +203,12 @@ test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-monitoring
-test-monitoring: $(PROMTOOL) ## Check the PrometheusRule's rules and run their unit tests (config/prometheus/tests) with promtool.
+test-monitoring: $(PROMTOOL) ## Check the PrometheusRule's rules and run their unit tests (config/prometheus/tests) with promtool; test the PodMonitor's relabelling.
 	@mkdir -p $(MONITORING_OUT)
 	go run ./hack/promrules config/prometheus/prometheusrule.yaml $(MONITORING_OUT)/rules.yaml
 	$(PROMTOOL) check rules $(MONITORING_OUT)/rules.yaml
 	$(PROMTOOL) test rules config/prometheus/tests/*.yaml
+	cd hack/tools/promtool && go test -count=1 ./...
 
 .PHONY: test-images
 test-images: envtest-bins images-offline ## Build the images offline, then run them: router against enginesim, manager against an API server.
