@@ -5,6 +5,9 @@
 #   hack/envtest/go.mod  kube-apiserver, etcd and kubectl for the envtest suites
 #   hack/helm/go.mod     helm (tool directive), for the chart's lint, render and
 #                        equivalence tests (charts/sluice, docs/HELM.md)
+#   hack/tools/promtool/go.mod
+#                        promtool (tool directive), for the monitoring bundle's
+#                        rule tests (config/prometheus, docs/OPERATIONS.md)
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -14,6 +17,10 @@ ENVTEST_BIN := $(BIN)/k8s
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
 HELM           := $(BIN)/helm
+PROMTOOL       := $(BIN)/promtool
+# MONITORING_OUT holds the rule file extracted from the PrometheusRule for
+# promtool (config/prometheus/tests name it).
+MONITORING_OUT := $(CURDIR)/out/monitoring
 GO_TEST_FLAGS ?= -race -count=1
 # FUZZ_TARGETS lists package:Target:executions triples run by `make fuzz`
 # (part of `make test`). Each target runs for its count of executions, sized
@@ -85,6 +92,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests.
 		paths=./api/... paths=./internal/controller/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	cp config/crd/bases/sluice.dev_replicatiers.yaml charts/sluice/crds/
+	cp config/prometheus/prometheusrule.yaml charts/sluice/files/
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
@@ -109,9 +117,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 .PHONY: verify
 verify: generate manifests vet lint ## Fail when generated files are stale or code is unformatted.
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
-	@if ! git diff --quiet -- api config charts/sluice/crds; then \
-		echo "generated files are stale; run 'make generate manifests' and commit:"; git diff --stat -- api config charts/sluice/crds; exit 1; fi
-	@new=$$(git ls-files --others --exclude-standard -- api config charts/sluice/crds); if [ -n "$$new" ]; then \
+	@if ! git diff --quiet -- api config charts/sluice/crds charts/sluice/files; then \
+		echo "generated files are stale; run 'make generate manifests' and commit:"; git diff --stat -- api config charts/sluice/crds charts/sluice/files; exit 1; fi
+	@new=$$(git ls-files --others --exclude-standard -- api config charts/sluice/crds charts/sluice/files); if [ -n "$$new" ]; then \
 		echo "generated files are not committed:"; echo "$$new"; exit 1; fi
 
 ##@ Build
@@ -188,11 +196,19 @@ undeploy: ## Remove everything deploy installed, the CRD and the router's Secret
 ##@ Test
 
 .PHONY: test
-test: envtest-bins verify test-go test-images test-quickstart test-soak fuzz ## Verify, run every test with -race (envtest included), test the images and the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
+test: envtest-bins verify test-monitoring test-go test-images test-quickstart test-soak fuzz ## Verify, test the monitoring rules, run every test with -race (envtest included), test the images and the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
 
 .PHONY: test-go
 test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-monitoring
+test-monitoring: $(PROMTOOL) ## Check the PrometheusRule's rules and run their unit tests (config/prometheus/tests) with promtool; test the PodMonitor's relabelling.
+	@mkdir -p $(MONITORING_OUT)
+	go run ./hack/promrules config/prometheus/prometheusrule.yaml $(MONITORING_OUT)/rules.yaml
+	$(PROMTOOL) check rules $(MONITORING_OUT)/rules.yaml
+	$(PROMTOOL) test rules config/prometheus/tests/*.yaml
+	cd hack/tools/promtool && go test -count=1 ./...
 
 .PHONY: test-images
 test-images: envtest-bins images-offline ## Build the images offline, then run them: router against enginesim, manager against an API server.
@@ -270,6 +286,17 @@ $(HELM): hack/helm/go.mod hack/helm/go.sum
 
 # `make bin/helm`, the name the chart tests print when helm is missing.
 bin/helm: $(HELM)
+
+# promtool without the cloud providers' service discoveries and their SDKs
+# (remove_all_sd; promtool itself still imports Kubernetes' discovery), which
+# the rule tests never use; the -X flag gives `promtool --version` the pinned
+# version.
+$(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
+	cd hack/tools/promtool && go build -tags remove_all_sd -o $@ \
+		-ldflags "-X github.com/prometheus/common/version.Version=$$(go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" \
+		github.com/prometheus/prometheus/cmd/promtool
+
+bin/promtool: $(PROMTOOL)
 
 .PHONY: clean
 clean: ## Remove built binaries (the envtest control plane included).

@@ -83,9 +83,11 @@ var _ = Describe("the Helm chart (charts/sluice)", func() {
 		}
 		for name, args := range map[string][]string{
 			"default values": nil,
-			// No ServiceMonitor: this API server has no Prometheus Operator
-			// CRDs. test/helm checks what it renders.
-			"every option": {"--values", "test/helm/testdata/all-options.yaml", "--set", "monitoring.serviceMonitor.enabled=false"},
+			// No ServiceMonitor, PodMonitor or PrometheusRule: this API
+			// server has no Prometheus Operator CRDs. test/helm checks what
+			// they render.
+			"every option": {"--values", "test/helm/testdata/all-options.yaml", "--set", "monitoring.serviceMonitor.enabled=false",
+				"--set", "monitoring.podMonitor.enabled=false", "--set", "monitoring.prometheusRule.enabled=false"},
 		} {
 			By("applying the chart with " + name)
 			manifest := filepath.Join(GinkgoT().TempDir(), "chart.yaml")

@@ -138,7 +138,8 @@ func TestTemplateDefaults(t *testing.T) {
 		if ns == nil || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "privileged" {
 			t.Errorf("Namespace sluice-router = %v", ns)
 		}
-		for _, key := range []string{"ServiceMonitor/sluice-system/sluice-manager-metrics", "ClusterRoleBinding//sluice-metrics-reader"} {
+		for _, key := range []string{"ServiceMonitor/sluice-system/sluice-manager-metrics", "ClusterRoleBinding//sluice-metrics-reader",
+			"PodMonitor/sluice-router/sluice-router", "PrometheusRule/sluice-system/sluice"} {
 			if index(objs)[key] != nil {
 				t.Errorf("%s rendered by default", key)
 			}
@@ -258,6 +259,28 @@ func TestTemplateAllOptions(t *testing.T) {
 		if got := secretVolumes(ds.Spec.Template.Spec); !maps.Equal(got, map[string]string{ //nolint:gosec // Secret names, not credentials.
 			"api-keys": "my-router-keys", "admin-token": "sluice-router-admin-token"}) {
 			t.Errorf("router secret volumes = %v", got)
+		}
+	})
+
+	t.Run("monitoring: the PodMonitor in the router's namespace on adminListen's port, the PrometheusRule, their labels", func(t *testing.T) {
+		pm := find(objs, "PodMonitor", routerNS, "sluice-router")
+		if pm == nil {
+			t.Fatal("no PodMonitor in " + routerNS)
+		}
+		if pm.GetLabels()["release"] != "prometheus" {
+			t.Errorf("PodMonitor labels = %v", pm.GetLabels())
+		}
+		eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+		if got := mustJSON(t, eps); !strings.Contains(got, `"replacement":"${1}:9000"`) ||
+			!strings.Contains(got, `"replacement":"[${1}]:9000"`) {
+			t.Errorf("PodMonitor endpoints = %s, want the address on port 9000", got)
+		}
+		pr := find(objs, "PrometheusRule", releaseNamespace, "sluice")
+		if pr == nil {
+			t.Fatal("no PrometheusRule")
+		}
+		if pr.GetLabels()["role"] != "alert-rules" {
+			t.Errorf("PrometheusRule labels = %v", pr.GetLabels())
 		}
 	})
 
@@ -385,6 +408,7 @@ func TestTemplateSecureServiceMonitor(t *testing.T) {
 		"port": "https", "path": "/metrics", "scheme": "https",
 		"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
 		"tlsConfig":       map[string]any{"insecureSkipVerify": true},
+		"relabelings":     []any{map[string]any{"targetLabel": "job", "replacement": "sluice-manager"}},
 	}
 	if mustJSON(t, ep) != mustJSON(t, want) {
 		t.Errorf("endpoint = %s, want %s", mustJSON(t, ep), mustJSON(t, want))

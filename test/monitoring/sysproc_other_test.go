@@ -1,0 +1,11 @@
+//go:build !linux
+
+package monitoring
+
+import "syscall"
+
+// sysProcAttr puts a child in its own process group; the test stops the
+// whole group.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
