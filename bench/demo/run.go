@@ -15,6 +15,7 @@ import (
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/bench/loadgen"
 	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // memberHeader is the router's response header naming the member that
@@ -132,12 +133,12 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 // waitReady waits until every member of both tiers is ready.
 func waitReady(ctx context.Context, st stack, tierKeys ...string) error {
 	return poll(ctx, readyTimeout, "every member ready", func() (bool, string, error) {
-		var v capacityView
+		var v adminapi.CapacityView
 		if err := getJSON(ctx, "http://"+st.admin+"/admin/v1/capacity", &v); err != nil {
 			return false, "", err
 		}
 		for _, key := range tierKeys {
-			i := slices.IndexFunc(v.Tiers, func(t capacityTier) bool { return t.Tier == key })
+			i := slices.IndexFunc(v.Tiers, func(t adminapi.TierCapacity) bool { return t.Tier == key })
 			if i < 0 {
 				return false, "tier " + key + " not served yet", nil
 			}
@@ -168,14 +169,14 @@ func waitFresh(ctx context.Context, st stack, key string) error {
 }
 
 // tierCapacity returns one tier's entry of the router's capacity view.
-func tierCapacity(ctx context.Context, st stack, key string) (capacityTier, error) {
-	var v capacityView
+func tierCapacity(ctx context.Context, st stack, key string) (adminapi.TierCapacity, error) {
+	var v adminapi.CapacityView
 	if err := getJSON(ctx, "http://"+st.admin+"/admin/v1/capacity", &v); err != nil {
-		return capacityTier{}, err
+		return adminapi.TierCapacity{}, err
 	}
-	i := slices.IndexFunc(v.Tiers, func(t capacityTier) bool { return t.Tier == key })
+	i := slices.IndexFunc(v.Tiers, func(t adminapi.TierCapacity) bool { return t.Tier == key })
 	if i < 0 {
-		return capacityTier{}, fmt.Errorf("tier %s missing from the capacity view", key)
+		return adminapi.TierCapacity{}, fmt.Errorf("tier %s missing from the capacity view", key)
 	}
 	return v.Tiers[i], nil
 }

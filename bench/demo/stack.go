@@ -156,29 +156,6 @@ type engineStats struct {
 	TotalRequests uint64 `json:"total_requests"`
 }
 
-// capacityView is the part of the router's GET /admin/v1/capacity the demo
-// reads.
-type capacityView struct {
-	Tiers []capacityTier `json:"tiers"`
-}
-
-// capacityTier is one tier of capacityView.
-type capacityTier struct {
-	Tier    string           `json:"tier"`
-	Active  int              `json:"active"`
-	Members []capacityMember `json:"members"`
-}
-
-// capacityMember is one member of capacityTier.
-type capacityMember struct {
-	ID       string `json:"id"`
-	Active   int    `json:"active"`
-	Ready    bool   `json:"ready"`
-	Pressure *struct {
-		Freshness string `json:"freshness"`
-	} `json:"pressure"`
-}
-
 // httpClient is the demo's client for admin and debug calls: no proxy, a
 // short timeout.
 var httpClient = &http.Client{

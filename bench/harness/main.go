@@ -288,7 +288,7 @@ func requireIdleRouter(env *runEnv, rt *routerProc) error {
 		if err != nil {
 			return false, err
 		}
-		return c.active() == 0, nil
+		return activeOf(c) == 0, nil
 	})
 }
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // Names shared by the engines, the router tiers and the request bodies.
@@ -127,7 +129,7 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 			return false, nil
 		}
 		for _, t := range tiers {
-			tc, ok := c.tier(t.key())
+			tc, ok := tierOf(c, t.key())
 			if !ok || len(tc.Members) != len(t.Engines) {
 				return false, nil
 			}
@@ -145,40 +147,18 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 // url returns the router's OpenAI API root.
 func (r *routerProc) url() string { return "http://" + r.front + "/v1" }
 
-// capacityView is the part of GET /admin/v1/capacity the harness reads.
-type capacityView struct {
-	Tiers []tierCapacity `json:"tiers"`
-}
-
-// tierCapacity is one tier of the capacity view.
-type tierCapacity struct {
-	Tier    string           `json:"tier"`
-	Active  int              `json:"active"`
-	Members []memberCapacity `json:"members"`
-}
-
-// memberCapacity is one member of the capacity view.
-type memberCapacity struct {
-	ID       string `json:"id"`
-	Active   int    `json:"active"`
-	Ready    bool   `json:"ready"`
-	Pressure *struct {
-		Freshness string `json:"freshness"`
-	} `json:"pressure"`
-}
-
-// tier returns the tier with the given key.
-func (c capacityView) tier(key string) (tierCapacity, bool) {
+// tierOf returns the tier of c with the given key.
+func tierOf(c adminapi.CapacityView, key string) (adminapi.TierCapacity, bool) {
 	for _, t := range c.Tiers {
 		if t.Tier == key {
 			return t, true
 		}
 	}
-	return tierCapacity{}, false
+	return adminapi.TierCapacity{}, false
 }
 
-// active returns the leases held across every tier.
-func (c capacityView) active() int {
+// activeOf returns the leases held across every tier of c.
+func activeOf(c adminapi.CapacityView) int {
 	n := 0
 	for _, t := range c.Tiers {
 		n += t.Active
@@ -187,8 +167,8 @@ func (c capacityView) active() int {
 }
 
 // capacity reads the router's capacity view.
-func (r *routerProc) capacity(ctx context.Context) (capacityView, error) {
-	var c capacityView
+func (r *routerProc) capacity(ctx context.Context) (adminapi.CapacityView, error) {
+	var c adminapi.CapacityView
 	err := getJSON(ctx, "http://"+r.admin+"/admin/v1/capacity", &c)
 	return c, err
 }
@@ -200,7 +180,7 @@ func (r *routerProc) freshness(ctx context.Context, key string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	t, ok := c.tier(key)
+	t, ok := tierOf(c, key)
 	if !ok {
 		return nil, fmt.Errorf("tier %s missing from the capacity view", key)
 	}

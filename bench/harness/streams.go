@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/bench/loadgen"
 	"github.com/sluice-dev/sluice/bench/procstat"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // Scenario 3 (concurrent SSE streams) constants.
@@ -175,11 +176,11 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 			at := time.Since(start).Seconds()
 			st, err := procstat.Read(rt.proc.pid())
 			if err == nil {
-				var c capacityView
+				var c adminapi.CapacityView
 				if c, err = rt.capacity(sup.ctx); err == nil {
-					ph.PeakActive = max(ph.PeakActive, c.active())
+					ph.PeakActive = max(ph.PeakActive, activeOf(c))
 					ph.PeakRSSKiB = max(ph.PeakRSSKiB, st.RSSKiB)
-					ph.Timeline = append(ph.Timeline, streamsSample{T: at, RSSMiB: mib(st.RSSKiB), Active: c.active()})
+					ph.Timeline = append(ph.Timeline, streamsSample{T: at, RSSMiB: mib(st.RSSKiB), Active: activeOf(c)})
 				}
 			}
 			if err == nil && goroutines && ph.PeakActive >= streamsCount && ph.GoroutinesPeak == nil {
@@ -240,7 +241,7 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 	// see the router's upstream requests end the same way.
 	ph.LeasesAfter, err = settleZero(sup, func() (int, error) {
 		c, err := rt.capacity(sup.ctx)
-		return c.active(), err
+		return activeOf(c), err
 	})
 	if err != nil {
 		return ph, err

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // Check bounds.
@@ -189,7 +189,7 @@ func checkDuplicates(logs map[string][]engineRecord) duplicateResult {
 // checkLeases lists every tier and member of the capacity view that still
 // holds a lease, and every tier whose active count is not the sum of its
 // members'. An empty list means no lease leaked.
-func checkLeases(v router.CapacityView) []string {
+func checkLeases(v adminapi.CapacityView) []string {
 	var out []string
 	for _, t := range v.Tiers {
 		sum := 0
@@ -211,7 +211,7 @@ func checkLeases(v router.CapacityView) []string {
 // checkAccounting lists the tiers whose active count is not the sum of
 // their members' or is negative: the continuous lease check while requests
 // are in flight.
-func checkAccounting(v router.CapacityView) []string {
+func checkAccounting(v adminapi.CapacityView) []string {
 	var out []string
 	for _, t := range v.Tiers {
 		sum := 0

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/evidence"
-	"github.com/sluice-dev/sluice/internal/router"
 )
 
 // ms is a time in Unix nanoseconds, n milliseconds after zero.
@@ -122,17 +122,17 @@ func TestCheckDuplicates(t *testing.T) {
 }
 
 func TestCheckLeases(t *testing.T) {
-	clean := router.CapacityView{Tiers: []router.TierCapacity{{Tier: tierKey, Members: []router.MemberCapacity{{ID: "gpu0"}}}}}
+	clean := adminapi.CapacityView{Tiers: []adminapi.TierCapacity{{Tier: tierKey, Members: []adminapi.MemberCapacity{{ID: "gpu0"}}}}}
 	if got := checkLeases(clean); len(got) != 0 {
 		t.Fatalf("clean view reported %v", got)
 	}
-	leaked := router.CapacityView{Tiers: []router.TierCapacity{{Tier: tierKey, Active: 1,
-		Members: []router.MemberCapacity{{ID: "gpu0"}, {ID: "gpu1", Active: 1}}}}}
+	leaked := adminapi.CapacityView{Tiers: []adminapi.TierCapacity{{Tier: tierKey, Active: 1,
+		Members: []adminapi.MemberCapacity{{ID: "gpu0"}, {ID: "gpu1", Active: 1}}}}}
 	if got := checkLeases(leaked); len(got) != 2 || !strings.Contains(got[0], "gpu1 holds 1") || !strings.Contains(got[1], "chaos holds 1") {
 		t.Fatalf("leak reported as %v", got)
 	}
-	skewed := router.CapacityView{Tiers: []router.TierCapacity{{Tier: tierKey, Active: 2,
-		Members: []router.MemberCapacity{{ID: "gpu0", Active: 1}}}}}
+	skewed := adminapi.CapacityView{Tiers: []adminapi.TierCapacity{{Tier: tierKey, Active: 2,
+		Members: []adminapi.MemberCapacity{{ID: "gpu0", Active: 1}}}}}
 	if got := checkAccounting(skewed); len(got) != 1 {
 		t.Fatalf("accounting error reported as %v", got)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/bench/procstat"
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 func TestParseGoroutines(t *testing.T) {
@@ -120,10 +120,10 @@ func TestApplied(t *testing.T) {
 	four, two := int32(4), int32(2)
 	c := tierConfig{Strategy: "RoundRobin", Members: []memberConfig{{"gpu0", 4}, {"gpu1", 2}},
 		QuiesceMembers: map[string]bool{"gpu1": true}}
-	view := func(mutate func(*router.TierView)) router.TierView {
-		v := router.TierView{Served: true, Strategy: "RoundRobin",
-			Members: []router.MemberView{{ID: "gpu0", MaxConcurrency: &four}, {ID: "gpu1", MaxConcurrency: &two}},
-			Quiesce: router.QuiesceView{Members: map[string]string{"gpu1": "soak"}}}
+	view := func(mutate func(*adminapi.TierView)) adminapi.TierView {
+		v := adminapi.TierView{Served: true, Strategy: "RoundRobin",
+			Members: []adminapi.MemberView{{ID: "gpu0", MaxConcurrency: &four}, {ID: "gpu1", MaxConcurrency: &two}},
+			Quiesce: adminapi.QuiesceView{Members: map[string]string{"gpu1": "soak"}}}
 		if mutate != nil {
 			mutate(&v)
 		}
@@ -131,17 +131,17 @@ func TestApplied(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		desc string
-		v    router.TierView
+		v    adminapi.TierView
 		want bool
 	}{
 		{"applied", view(nil), true},
-		{"old strategy", view(func(v *router.TierView) { v.Strategy = "Capacity" }), false},
-		{"old ceiling", view(func(v *router.TierView) { v.Members[1].MaxConcurrency = &four }), false},
-		{"member missing", view(func(v *router.TierView) { v.Members = v.Members[:1] }), false},
-		{"not quiesced yet", view(func(v *router.TierView) { v.Quiesce.Members = nil }), false},
-		{"tier quiesced", view(func(v *router.TierView) { v.Quiesce.Tier = "soak" }), false},
-		{"source error", view(func(v *router.TierView) { v.SourceError = "bad" }), false},
-		{"not served", view(func(v *router.TierView) { v.Served = false }), false},
+		{"old strategy", view(func(v *adminapi.TierView) { v.Strategy = "Capacity" }), false},
+		{"old ceiling", view(func(v *adminapi.TierView) { v.Members[1].MaxConcurrency = &four }), false},
+		{"member missing", view(func(v *adminapi.TierView) { v.Members = v.Members[:1] }), false},
+		{"not quiesced yet", view(func(v *adminapi.TierView) { v.Quiesce.Members = nil }), false},
+		{"tier quiesced", view(func(v *adminapi.TierView) { v.Quiesce.Tier = "soak" }), false},
+		{"source error", view(func(v *adminapi.TierView) { v.SourceError = "bad" }), false},
+		{"not served", view(func(v *adminapi.TierView) { v.Served = false }), false},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if ok, why := applied(tc.v, c); ok != tc.want {

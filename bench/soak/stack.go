@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/bench/procstat"
 	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/router"
 )
@@ -209,7 +210,7 @@ func (s *stack) apply(ctx context.Context, c tierConfig) error {
 		return err
 	}
 	err := poll(ctx, applyTimeout, "configuration applied", func() (bool, string, error) {
-		var v router.TierView
+		var v adminapi.TierView
 		if err := s.getJSON(ctx, s.admin+"/admin/v1/tiers/"+tierKey, &v); err != nil {
 			return false, "", err
 		}
@@ -224,8 +225,8 @@ func (s *stack) apply(ctx context.Context, c tierConfig) error {
 }
 
 // capacity reads the capacity view.
-func (s *stack) capacity(ctx context.Context) (router.CapacityView, error) {
-	var v router.CapacityView
+func (s *stack) capacity(ctx context.Context) (adminapi.CapacityView, error) {
+	var v adminapi.CapacityView
 	err := s.getJSON(ctx, s.admin+"/admin/v1/capacity", &v)
 	return v, err
 }

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // The soak's one tier.
@@ -152,7 +152,7 @@ func writeManifest(dir string, c tierConfig, addrs map[string]string) error {
 
 // applied reports whether the router's view of the tier (GET
 // /admin/v1/tiers/{ns}/{name}) is c, and if not, why.
-func applied(v router.TierView, c tierConfig) (bool, string) {
+func applied(v adminapi.TierView, c tierConfig) (bool, string) {
 	switch {
 	case v.SourceError != "" || v.ApplyError != "":
 		return false, "source or apply error: " + v.SourceError + v.ApplyError

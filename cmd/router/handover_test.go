@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // Bounds of TestRunHandover's load.
@@ -110,7 +110,7 @@ func quiesceIntent(t *testing.T, admin net.Addr) string {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var v router.TiersView
+	var v adminapi.TiersView
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || !v.Loaded {
 		t.Fatalf("tiers: %v %+v", err, v)
 	}

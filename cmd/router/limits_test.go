@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // testBodyReadTimeout is the --body-read-timeout of the tests below: short,
@@ -82,7 +82,7 @@ func activeLeases(t *testing.T, admin net.Addr) int {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var v router.CapacityView
+	var v adminapi.CapacityView
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || len(v.Tiers) != 1 {
 		t.Fatalf("capacity: %v %+v", err, v)
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // memberCeiling is each member's maxConcurrency in
@@ -78,7 +78,7 @@ func (e *countingEngine) max() int {
 }
 
 // capacity returns the tiers' admission counts from the admin API.
-func capacity(t *testing.T, admin net.Addr) router.CapacityView {
+func capacity(t *testing.T, admin net.Addr) adminapi.CapacityView {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+admin.String()+"/admin/v1/capacity", nil)
 	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
@@ -86,7 +86,7 @@ func capacity(t *testing.T, admin net.Addr) router.CapacityView {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var v router.CapacityView
+	var v adminapi.CapacityView
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || len(v.Tiers) != 1 {
 		t.Fatalf("capacity: %v %+v", err, v)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
@@ -118,68 +119,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// CapacityView is the body of GET /admin/v1/capacity.
-type CapacityView struct {
-	// Tiers are the served tiers and the removed tiers still holding
-	// leases, sorted by tier.
-	Tiers []TierCapacity `json:"tiers"`
-}
-
-// TierCapacity is one tier's admission state. Active always equals the sum
-// of the members' Active.
-type TierCapacity struct {
-	// Tier is the tier's namespace/name.
-	Tier string `json:"tier"`
-	// Strategy is Direct, RoundRobin or Capacity.
-	Strategy string `json:"strategy"`
-	// Active is the tier's reservation count.
-	Active int `json:"active"`
-	// MaxConcurrency is the effective tier ceiling; null when unbounded.
-	MaxConcurrency *int `json:"max_concurrency"`
-	// State is "admitting" or "quiesced".
-	State string `json:"state"`
-	// Draining is true when the tier is quiesced and holds leases.
-	Draining bool `json:"draining"`
-	// Removed is true for a tier no longer configured that holds leases.
-	Removed bool `json:"removed"`
-	// Members are sorted by id, including removed members holding leases.
-	Members []MemberCapacity `json:"members"`
-}
-
-// MemberCapacity is one member's admission state.
-type MemberCapacity struct {
-	// ID is the member id.
-	ID string `json:"id"`
-	// Active is the member's reservation count.
-	Active int `json:"active"`
-	// MaxConcurrency is the member's ceiling; null when it has none.
-	MaxConcurrency *int `json:"max_concurrency"`
-	// State is "admitting", "quiesced" (the member itself) or "removed".
-	State string `json:"state"`
-	// Phase is Admitting, Draining or Drained, counting tier quiesce.
-	Phase string `json:"phase"`
-	// Draining is true when the member is quiesced or removed and holds
-	// leases.
-	Draining bool `json:"draining"`
-	// Ready is the member's latest readiness.
-	Ready bool `json:"ready"`
-	// Pressure is the member's cached pressure, for Capacity tiers only.
-	Pressure *MemberPressure `json:"pressure,omitempty"`
-}
-
-// MemberPressure is one member's cached upstream pressure, read without
-// scheduling a refresh.
-type MemberPressure struct {
-	// Freshness is fresh, stale, failed or unknown.
-	Freshness string `json:"freshness"`
-	// PPM is the pressure in parts per million; null unless fresh.
-	PPM *int64 `json:"pressure_ppm"`
-	// RequestState is the state of the running+waiting signal.
-	RequestState string `json:"requests_state"`
-	// KVState is the state of the KV cache signal.
-	KVState string `json:"kv_state"`
-}
-
 // strategyName names an admission strategy for the admin API.
 func strategyName(s admission.Strategy) string {
 	if s == "" {
@@ -202,9 +141,9 @@ func (a *Admin) capacity(w http.ResponseWriter, _ *http.Request) {
 
 // Capacity returns the view GET /admin/v1/capacity serves. It reads
 // snapshots and never waits; the router's status reporter calls it.
-func (a *Admin) Capacity() CapacityView {
+func (a *Admin) Capacity() adminapi.CapacityView {
 	tab := a.rt.table.Load()
-	view := CapacityView{Tiers: []TierCapacity{}}
+	view := adminapi.CapacityView{Tiers: []adminapi.TierCapacity{}}
 	for _, ts := range slices.Concat(tab.served, tab.retired) {
 		served := slices.Contains(tab.served, ts)
 		snap := ts.admission.Snapshot()
@@ -213,7 +152,7 @@ func (a *Admin) Capacity() CapacityView {
 		}
 		view.Tiers = append(view.Tiers, a.tierCapacity(ts, snap, served))
 	}
-	slices.SortFunc(view.Tiers, func(a, b TierCapacity) int {
+	slices.SortFunc(view.Tiers, func(a, b adminapi.TierCapacity) int {
 		switch {
 		case a.Tier < b.Tier:
 			return -1
@@ -228,12 +167,12 @@ func (a *Admin) Capacity() CapacityView {
 // Applied returns Router.Applied: the generation and members in force of
 // every applied tier and the configurations that could not be applied. The
 // router's status reporter calls it.
-func (a *Admin) Applied() []AppliedTier { return a.rt.Applied() }
+func (a *Admin) Applied() []adminapi.AppliedTier { return a.rt.Applied() }
 
 // tierCapacity projects one tier's admission snapshot, readiness and
 // pressure. Pressure is read with Peek, which schedules nothing.
-func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool) TierCapacity {
-	tc := TierCapacity{
+func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool) adminapi.TierCapacity {
+	tc := adminapi.TierCapacity{
 		Tier:           ts.key,
 		Strategy:       strategyName(snap.Strategy),
 		Active:         snap.Active,
@@ -241,7 +180,7 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 		State:          "admitting",
 		Draining:       snap.Draining,
 		Removed:        !served,
-		Members:        make([]MemberCapacity, 0, len(snap.Members)),
+		Members:        make([]adminapi.MemberCapacity, 0, len(snap.Members)),
 	}
 	if snap.Quiesced {
 		tc.State = "quiesced"
@@ -255,7 +194,7 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 		pressure, _ = a.rt.pressure.Peek(ts.key)
 	}
 	for _, m := range snap.Members {
-		mc := MemberCapacity{
+		mc := adminapi.MemberCapacity{
 			ID:             m.ID,
 			Active:         m.Active,
 			MaxConcurrency: ceiling(m.Ceiling),
@@ -275,7 +214,7 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 			if !ok {
 				p = scheduler.UnknownPressure()
 			}
-			pv := &MemberPressure{Freshness: p.Freshness.String(), RequestState: p.RequestState.String(), KVState: p.KVState.String()}
+			pv := &adminapi.MemberPressure{Freshness: p.Freshness.String(), RequestState: p.RequestState.String(), KVState: p.KVState.String()}
 			if p.Freshness == scheduler.FreshnessFresh {
 				pv.PPM = &p.PPM
 			}
@@ -286,96 +225,13 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 	return tc
 }
 
-// TiersView is the body of GET /admin/v1/tiers.
-type TiersView struct {
-	// Loaded is true once a configuration was applied.
-	Loaded bool `json:"loaded"`
-	// Tiers are the served and the rejected tiers, sorted by tier.
-	Tiers []TierView `json:"tiers"`
-	// SourceErrors are the manifest files whose current content is
-	// rejected; their tiers keep their last good configuration.
-	SourceErrors []SourceErrorView `json:"source_errors"`
-}
-
-// TierView is one tier's configuration as applied. Member endpoints are
-// left out: they are operator configuration, and the admin API never
-// echoes addresses.
-type TierView struct {
-	// Tier is the tier's namespace/name.
-	Tier string `json:"tier"`
-	// File is the manifest file that declares it.
-	File string `json:"file"`
-	// Served is true when the router routes the tier's aliases to it.
-	Served bool `json:"served"`
-	// Aliases are the caller-facing model names.
-	Aliases []string `json:"aliases"`
-	// ServedModel is the model id every member must serve.
-	ServedModel string `json:"served_model"`
-	// Strategy is Direct, RoundRobin or Capacity.
-	Strategy string `json:"strategy"`
-	// MaxConcurrency is the configured tier ceiling; null when absent.
-	MaxConcurrency *int32 `json:"max_concurrency"`
-	// Members are the configured members, without endpoints.
-	Members []MemberView `json:"members"`
-	// ResponseHeaderTimeout is the upstream response header timeout.
-	ResponseHeaderTimeout string `json:"response_header_timeout"`
-	// IdleTimeout is the upstream idle timeout.
-	IdleTimeout string `json:"idle_timeout"`
-	// Quiesce is the applied quiesce intent.
-	Quiesce QuiesceView `json:"quiesce"`
-	// Rejection says why a tier is not served: AliasConflict, Duplicate,
-	// NotAccepted (kube source) or MemberLimit.
-	Rejection *RejectionView `json:"rejection,omitempty"`
-	// SourceError is the current error of the tier's file, which keeps the
-	// tier on its last good configuration.
-	SourceError string `json:"source_error,omitempty"`
-	// ApplyError is why the router could not apply the tier's current
-	// configuration.
-	ApplyError string `json:"apply_error,omitempty"`
-}
-
-// MemberView is one configured member.
-type MemberView struct {
-	// ID is the member id.
-	ID string `json:"id"`
-	// MaxConcurrency is the member ceiling; null when absent.
-	MaxConcurrency *int32 `json:"max_concurrency"`
-	// MetricsEngine is the member's metrics dialect; empty when it has no
-	// metrics.
-	MetricsEngine string `json:"metrics_engine,omitempty"`
-}
-
-// QuiesceView is a tier's quiesce intent.
-type QuiesceView struct {
-	// Tier is the tier's quiesce reason; empty when it admits.
-	Tier string `json:"tier,omitempty"`
-	// Members maps quiesced member ids to their reasons.
-	Members map[string]string `json:"members,omitempty"`
-}
-
-// RejectionView says why a valid tier is not served.
-type RejectionView struct {
-	// Reason is AliasConflict, Duplicate, NotAccepted or MemberLimit.
-	Reason string `json:"reason"`
-	// Message names the winning tier or file.
-	Message string `json:"message"`
-}
-
-// SourceErrorView is one rejected manifest file.
-type SourceErrorView struct {
-	// File is the file's base name; "." is the directory.
-	File string `json:"file"`
-	// Message says what is wrong, without quoting values.
-	Message string `json:"message"`
-}
-
 // tierViews returns every served and rejected tier, sorted by tier.
-func (a *Admin) tierViews(tab *table) []TierView {
+func (a *Admin) tierViews(tab *table) []adminapi.TierView {
 	fileErr := map[string]string{}
 	for _, e := range tab.fileErrors {
 		fileErr[e.File] = e.Message
 	}
-	views := []TierView{}
+	views := []adminapi.TierView{}
 	seen := map[string]bool{}
 	for _, ts := range tab.served {
 		v := newTierView(ts.cfg.Load().tier, true, fileErr)
@@ -385,15 +241,15 @@ func (a *Admin) tierViews(tab *table) []TierView {
 	}
 	for _, r := range tab.rejected {
 		v := newTierView(r.Tier, false, fileErr)
-		v.Rejection = &RejectionView{Reason: string(r.Reason), Message: r.Message}
+		v.Rejection = &adminapi.RejectionView{Reason: string(r.Reason), Message: r.Message}
 		views = append(views, v)
 	}
 	for key, f := range tab.applyErrors {
 		if !seen[key] {
-			views = append(views, TierView{Tier: key, ApplyError: f.message, Aliases: []string{}, Members: []MemberView{}})
+			views = append(views, adminapi.TierView{Tier: key, ApplyError: f.message, Aliases: []string{}, Members: []adminapi.MemberView{}})
 		}
 	}
-	slices.SortStableFunc(views, func(a, b TierView) int {
+	slices.SortStableFunc(views, func(a, b adminapi.TierView) int {
 		switch {
 		case a.Tier < b.Tier:
 			return -1
@@ -406,9 +262,9 @@ func (a *Admin) tierViews(tab *table) []TierView {
 }
 
 // newTierView projects a source tier, leaving out endpoints.
-func newTierView(t source.Tier, served bool, fileErr map[string]string) TierView {
+func newTierView(t source.Tier, served bool, fileErr map[string]string) adminapi.TierView {
 	s := &t.Spec
-	v := TierView{
+	v := adminapi.TierView{
 		Tier:           t.Key,
 		File:           t.File,
 		Served:         served,
@@ -416,14 +272,14 @@ func newTierView(t source.Tier, served bool, fileErr map[string]string) TierView
 		ServedModel:    s.ServedModel,
 		Strategy:       string(s.EffectiveStrategy()),
 		MaxConcurrency: s.MaxConcurrency,
-		Members:        make([]MemberView, 0, len(s.Members)),
+		Members:        make([]adminapi.MemberView, 0, len(s.Members)),
 		SourceError:    fileErr[t.File],
 	}
 	if v.Strategy == "" {
 		v.Strategy = "Direct"
 	}
 	for _, m := range s.Members {
-		mv := MemberView{ID: m.ID, MaxConcurrency: m.MaxConcurrency}
+		mv := adminapi.MemberView{ID: m.ID, MaxConcurrency: m.MaxConcurrency}
 		if m.Metrics != nil {
 			mv.MetricsEngine = string(m.Metrics.Engine)
 		}
@@ -451,9 +307,9 @@ func newTierView(t source.Tier, served bool, fileErr map[string]string) TierView
 
 func (a *Admin) tiers(w http.ResponseWriter, _ *http.Request) {
 	tab := a.rt.table.Load()
-	view := TiersView{Loaded: tab.loaded, Tiers: a.tierViews(tab), SourceErrors: []SourceErrorView{}}
+	view := adminapi.TiersView{Loaded: tab.loaded, Tiers: a.tierViews(tab), SourceErrors: []adminapi.SourceErrorView{}}
 	for _, e := range tab.fileErrors {
-		view.SourceErrors = append(view.SourceErrors, SourceErrorView(e))
+		view.SourceErrors = append(view.SourceErrors, adminapi.SourceErrorView(e))
 	}
 	writeJSON(w, http.StatusOK, view)
 }
@@ -467,16 +323,6 @@ func (a *Admin) tier(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	errTierNotFound.write(w)
-}
-
-// DrainView is the body of a successful drain.
-type DrainView struct {
-	// Tier is the drained tier.
-	Tier string `json:"tier"`
-	// Member is the drained member; empty for the whole tier.
-	Member string `json:"member,omitempty"`
-	// Drained is true: the scope holds no lease.
-	Drained bool `json:"drained"`
 }
 
 // drain waits until an already quiesced scope holds no lease. It never
@@ -513,7 +359,7 @@ func (a *Admin) drain(w http.ResponseWriter, r *http.Request) {
 	err := ts.admission.Drain(ctx, scope)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, DrainView{Tier: key, Member: member, Drained: true})
+		writeJSON(w, http.StatusOK, adminapi.DrainView{Tier: key, Member: member, Drained: true})
 	case errors.Is(err, admission.ErrUnknownMember):
 		errMemberNotFound.write(w)
 	case errors.Is(err, admission.ErrNotQuiesced):

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -207,7 +208,7 @@ func TestAdminTiers(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("tiers = %d", status)
 	}
-	var view TiersView
+	var view adminapi.TiersView
 	if err := json.Unmarshal(body, &view); err != nil {
 		t.Fatal(err)
 	}

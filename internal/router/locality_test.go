@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // fakeHostAddrs is a HostAddrs whose addresses and error a test sets, and
@@ -130,7 +131,7 @@ func TestMemberLocality(t *testing.T) {
 	stranger.Generation = 1
 	f.apply(loopback, node, llama, stranger)
 
-	applied := map[string]AppliedTier{}
+	applied := map[string]adminapi.AppliedTier{}
 	for _, a := range f.rt.Applied() {
 		applied[a.Key] = a
 	}
@@ -164,7 +165,7 @@ func TestMemberLocality(t *testing.T) {
 		t.Fatalf("llama routed to %q", got)
 	}
 	status, body := f.adminGet("/admin/v1/tiers", nil)
-	var view TiersView
+	var view adminapi.TiersView
 	if err := json.Unmarshal(body, &view); status != http.StatusOK || err != nil {
 		t.Fatalf("tiers = %d %s", status, body)
 	}
@@ -274,7 +275,7 @@ func TestMemberLocalityAddressSource(t *testing.T) {
 }
 
 // appliedTier returns the tier key of Applied.
-func appliedTier(t *testing.T, f *fixture, key string) AppliedTier {
+func appliedTier(t *testing.T, f *fixture, key string) adminapi.AppliedTier {
 	t.Helper()
 	for _, a := range f.rt.Applied() {
 		if a.Key == key {
@@ -282,7 +283,7 @@ func appliedTier(t *testing.T, f *fixture, key string) AppliedTier {
 		}
 	}
 	t.Fatalf("%s is not in Applied", key)
-	return AppliedTier{}
+	return adminapi.AppliedTier{}
 }
 
 // countLines counts the lines of logs that contain every one of subs.

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/source"
 )
 
@@ -171,13 +172,13 @@ func quick(t *testing.T, f *fixture) string {
 }
 
 // capacityOf reads one tier's capacity from the admin API.
-func capacityOf(t *testing.T, f *fixture, key string) TierCapacity {
+func capacityOf(t *testing.T, f *fixture, key string) adminapi.TierCapacity {
 	t.Helper()
 	status, body := f.adminGet("/admin/v1/capacity", nil)
 	if status != http.StatusOK {
 		t.Fatalf("capacity = %d", status)
 	}
-	var view CapacityView
+	var view adminapi.CapacityView
 	if err := json.Unmarshal(body, &view); err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +195,11 @@ func capacityOf(t *testing.T, f *fixture, key string) TierCapacity {
 		}
 	}
 	t.Fatalf("tier %s not in %s", key, body)
-	return TierCapacity{}
+	return adminapi.TierCapacity{}
 }
 
 // memberOf returns one member of a tier's capacity, or nil.
-func memberOf(tc TierCapacity, id string) *MemberCapacity {
+func memberOf(tc adminapi.TierCapacity, id string) *adminapi.MemberCapacity {
 	for i := range tc.Members {
 		if tc.Members[i].ID == id {
 			return &tc.Members[i]
@@ -387,7 +388,7 @@ func TestApplyErrors(t *testing.T) {
 	}
 	f.outcome()
 	status, body := f.adminGet("/admin/v1/tiers", nil)
-	var view TiersView
+	var view adminapi.TiersView
 	if err := json.Unmarshal(body, &view); status != http.StatusOK || err != nil || len(view.Tiers) != 2 {
 		t.Fatalf("tiers = %d %s", status, body)
 	}

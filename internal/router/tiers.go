@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -350,40 +351,18 @@ func readmitted(in admission.Snapshot, intent admission.Intent, ids []string) []
 	return out
 }
 
-// AppliedTier is one tier as the router applies it, for status reporting.
-type AppliedTier struct {
-	// Key is the tier's namespace/name.
-	Key string
-	// Namespace is the tier's namespace.
-	Namespace string
-	// Name is the tier's name.
-	Name string
-	// Generation is the generation of the configuration in force. It is
-	// zero when no configuration of the tier is in force (its first one
-	// failed to apply) and in files mode.
-	Generation int64
-	// Members are the member ids of the configuration in force, sorted.
-	Members []string
-	// ApplyError says why the tier's latest configuration was not applied;
-	// empty when it was. The previous configuration, if any, stays in force.
-	ApplyError string
-	// FailedGeneration is the generation of the configuration that was not
-	// applied; zero when ApplyError is empty and in files mode.
-	FailedGeneration int64
-}
-
 // Applied returns every tier of the last applied snapshot the router
 // either serves or could not apply, sorted by key: the generation and
 // members actually in force, and why the latest configuration was refused.
 // Status reports take the generation from here, never from the snapshot,
 // so they never claim a generation the router does not serve. Applied
 // never waits.
-func (rt *Router) Applied() []AppliedTier {
+func (rt *Router) Applied() []adminapi.AppliedTier {
 	tab := rt.table.Load()
-	out := make([]AppliedTier, 0, len(tab.served)+len(tab.applyErrors))
+	out := make([]adminapi.AppliedTier, 0, len(tab.served)+len(tab.applyErrors))
 	for _, ts := range tab.served {
 		cfg := ts.cfg.Load()
-		at := AppliedTier{Key: ts.key, Namespace: cfg.tier.Namespace, Name: cfg.tier.Name,
+		at := adminapi.AppliedTier{Key: ts.key, Namespace: cfg.tier.Namespace, Name: cfg.tier.Name,
 			Generation: cfg.tier.Generation, Members: slices.Clone(cfg.ids)}
 		if f, failed := tab.applyErrors[ts.key]; failed {
 			at.ApplyError, at.FailedGeneration = f.message, f.generation
@@ -392,11 +371,11 @@ func (rt *Router) Applied() []AppliedTier {
 	}
 	for key, f := range tab.applyErrors {
 		if _, served := tab.lookup(key); !served {
-			out = append(out, AppliedTier{Key: key, Namespace: f.namespace, Name: f.name, Members: []string{},
+			out = append(out, adminapi.AppliedTier{Key: key, Namespace: f.namespace, Name: f.name, Members: []string{},
 				ApplyError: f.message, FailedGeneration: f.generation})
 		}
 	}
-	slices.SortFunc(out, func(a, b AppliedTier) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b adminapi.AppliedTier) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 

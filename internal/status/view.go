@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // Report is the router-owned status of one tier.
@@ -49,11 +49,11 @@ type View interface {
 type RouterState interface {
 	// Capacity returns the admission state, readiness and phase of every
 	// served tier's members.
-	Capacity() router.CapacityView
+	Capacity() adminapi.CapacityView
 	// Applied returns the generation and members in force of every tier of
 	// the last applied snapshot, and why a tier's latest configuration was
 	// not applied.
-	Applied() []router.AppliedTier
+	Applied() []adminapi.AppliedTier
 }
 
 // RouterView is the View of one router. It reports every tier the router
@@ -83,7 +83,7 @@ func (v *RouterView) Reports() []Report {
 	if len(applied) == 0 {
 		return nil
 	}
-	byTier := map[string]*router.TierCapacity{}
+	byTier := map[string]*adminapi.TierCapacity{}
 	view := v.router.Capacity()
 	for i := range view.Tiers {
 		if tc := &view.Tiers[i]; !tc.Removed {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1alpha1/validationtable"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -135,18 +136,18 @@ func TestRouterViewNeverClaimsAFailedGeneration(t *testing.T) {
 
 // fakeState is a RouterState the test sets.
 type fakeState struct {
-	capacity router.CapacityView
-	applied  []router.AppliedTier
+	capacity adminapi.CapacityView
+	applied  []adminapi.AppliedTier
 }
 
-func (f fakeState) Capacity() router.CapacityView { return f.capacity }
-func (f fakeState) Applied() []router.AppliedTier { return f.applied }
+func (f fakeState) Capacity() adminapi.CapacityView { return f.capacity }
+func (f fakeState) Applied() []adminapi.AppliedTier { return f.applied }
 
 func TestRouterViewProjection(t *testing.T) {
 	long := strings.Repeat("é", v1alpha1.MaxApplyErrorMessageLength) // two bytes each.
 	state := fakeState{
-		capacity: router.CapacityView{Tiers: []router.TierCapacity{
-			{Tier: "default/llama", Members: []router.MemberCapacity{
+		capacity: adminapi.CapacityView{Tiers: []adminapi.TierCapacity{
+			{Tier: "default/llama", Members: []adminapi.MemberCapacity{
 				{ID: "gpu0", Ready: true, Phase: "Draining", State: "quiesced", Active: 1},
 				{ID: "gpu1", Ready: false, Phase: "Admitting", State: "admitting"},
 				{ID: "gpu2", Ready: true, Phase: "Admitting", State: "admitting"},
@@ -155,7 +156,7 @@ func TestRouterViewProjection(t *testing.T) {
 			{Tier: "default/gone", Removed: true},
 			{Tier: "default/unapplied"},
 		}},
-		applied: []router.AppliedTier{
+		applied: []adminapi.AppliedTier{
 			{Key: "default/gone", Namespace: "default", Name: "gone", Generation: 3, Members: []string{"gpu0"}},
 			{Key: "default/llama", Namespace: "default", Name: "llama", Generation: 2, Members: []string{"gpu0", "gpu1", "gpu9"},
 				ApplyError: long, FailedGeneration: 3},

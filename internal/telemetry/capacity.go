@@ -6,9 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/pressure"
-	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -18,7 +18,7 @@ import (
 // Peek per tier.
 type CapacitySource interface {
 	// Capacity returns the current capacity view.
-	Capacity() router.CapacityView
+	Capacity() adminapi.CapacityView
 }
 
 // TargetSource maps a Capacity tier's members to their pressure targets;
@@ -134,7 +134,7 @@ func (c *CapacityCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectMember sends one member's gauges.
-func (c *CapacityCollector) collectMember(ch chan<- prometheus.Metric, tier string, m *router.MemberCapacity,
+func (c *CapacityCollector) collectMember(ch chan<- prometheus.Metric, tier string, m *adminapi.MemberCapacity,
 	targets map[string]pressure.Target, now time.Time) {
 	ch <- prometheus.MustNewConstMetric(c.memberActive, prometheus.GaugeValue, float64(m.Active), tier, m.ID)
 	if m.MaxConcurrency != nil {

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/scheduler"
@@ -166,7 +167,7 @@ func checkAgrees(t *testing.T, g *loadRig) {
 	t.Helper()
 	w := httptest.NewRecorder()
 	g.admin.ServeHTTP(w, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/admin/v1/capacity", nil))
-	var view router.CapacityView
+	var view adminapi.CapacityView
 	if err := json.Unmarshal(w.Body.Bytes(), &view); err != nil {
 		t.Fatal(err)
 	}

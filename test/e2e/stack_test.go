@@ -16,6 +16,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // Names shared by the tests.
@@ -256,31 +257,18 @@ func (r *router) writeTier(t *testing.T, tr tier) {
 // baseURL is the router's OpenAI API root.
 func (r *router) baseURL() string { return "http://" + r.front + "/v1" }
 
-// capacityTier is one tier of the router's GET /admin/v1/capacity.
-type capacityTier struct {
-	Tier    string `json:"tier"`
-	Active  int    `json:"active"`
-	Members []struct {
-		ID     string `json:"id"`
-		Active int    `json:"active"`
-		Ready  bool   `json:"ready"`
-	} `json:"members"`
-}
-
 // tierCapacity returns one tier's entry of the router's capacity view.
-func (r *router) tierCapacity(key string) (capacityTier, error) {
-	var v struct {
-		Tiers []capacityTier `json:"tiers"`
-	}
+func (r *router) tierCapacity(key string) (adminapi.TierCapacity, error) {
+	var v adminapi.CapacityView
 	if err := getJSON("http://"+r.admin+"/admin/v1/capacity", &v); err != nil {
-		return capacityTier{}, err
+		return adminapi.TierCapacity{}, err
 	}
 	for _, tr := range v.Tiers {
 		if tr.Tier == key {
 			return tr, nil
 		}
 	}
-	return capacityTier{}, fmt.Errorf("tier %s not in the capacity view", key)
+	return adminapi.TierCapacity{}, fmt.Errorf("tier %s not in the capacity view", key)
 }
 
 // awaitActive waits until the tier and each of its members hold exactly

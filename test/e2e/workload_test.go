@@ -17,6 +17,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/enginesim"
 	"github.com/sluice-dev/sluice/internal/pressure"
 )
@@ -422,17 +423,7 @@ func checkStalledMetrics(t *testing.T, r *router, tr tier) {
 // capacityState returns a tier's state and its members' states from the
 // capacity view.
 func capacityState(r *router, key string) (string, map[string]string, error) {
-	var v struct {
-		Tiers []struct {
-			Tier    string `json:"tier"`
-			State   string `json:"state"`
-			Members []struct {
-				ID     string `json:"id"`
-				State  string `json:"state"`
-				Active int    `json:"active"`
-			} `json:"members"`
-		} `json:"tiers"`
-	}
+	var v adminapi.CapacityView
 	if err := getJSON("http://"+r.admin+"/admin/v1/capacity", &v); err != nil {
 		return "", nil, err
 	}
@@ -589,11 +580,7 @@ func checkDrain(t *testing.T, r *router, tr tier) {
 // isDrained reports whether resp is the drain endpoint's 200 for the
 // scope.
 func isDrained(resp rawResponse, key, id string) bool {
-	var v struct {
-		Tier    string `json:"tier"`
-		Member  string `json:"member"`
-		Drained bool   `json:"drained"`
-	}
+	var v adminapi.DrainView
 	return resp.status == http.StatusOK && json.Unmarshal(resp.body, &v) == nil &&
 		v.Tier == key && v.Member == id && v.Drained
 }
