@@ -237,21 +237,29 @@ func (m *RequestMetrics) deleteLocked(labels prometheus.Labels, match func(serie
 // Intervals implements router.IntervalRecorder: the inter-token latency
 // series of tier's member, created once.
 func (m *RequestMetrics) Intervals(tier, member string) router.Observer {
-	k := [2]string{tier, member}
-	m.mu.RLock()
-	o, ok := m.intervals[k]
-	m.mu.RUnlock()
+	return cached(&m.mu, m.intervals, [2]string{tier, member}, func() prometheus.Observer {
+		return m.interToken.WithLabelValues(tier, member)
+	})
+}
+
+// cached returns the value of k in c, read under mu's read lock, or makes
+// it once under the write lock: after the first request of a label
+// combination, lookups neither hash labels nor allocate.
+func cached[K comparable, V any](mu *sync.RWMutex, c map[K]V, k K, make func() V) V {
+	mu.RLock()
+	v, ok := c[k]
+	mu.RUnlock()
 	if ok {
-		return o
+		return v
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if o, ok := m.intervals[k]; ok {
-		return o
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok := c[k]; ok {
+		return v
 	}
-	o = m.interToken.WithLabelValues(tier, member)
-	m.intervals[k] = o
-	return o
+	v = make()
+	c[k] = v
+	return v
 }
 
 // Record implements router.Recorder.
@@ -300,33 +308,23 @@ func (m *RequestMetrics) Record(o router.Outcome) {
 
 // series returns the cached series of key, creating them once.
 func (m *RequestMetrics) series(key seriesKey) *series {
-	m.mu.RLock()
-	s, ok := m.children[key]
-	m.mu.RUnlock()
-	if ok {
+	return cached(&m.mu, m.children, key, func() *series {
+		s := &series{requests: m.requests.WithLabelValues(key.tier, key.member, key.outcome)}
+		switch router.Result(key.outcome) {
+		case router.ResultNotAdmitted:
+			s.refusals = m.refusals.WithLabelValues(key.tier, key.code)
+			s.schedule = m.schedule.WithLabelValues(key.tier)
+		case router.ResultAdmitted:
+			s.schedule = m.schedule.WithLabelValues(key.tier)
+			s.firstByte = m.firstByte.WithLabelValues(key.tier, key.member)
+			s.stream = m.streams.WithLabelValues(key.tier, key.member, key.end)
+			s.firstToken = m.firstToken.WithLabelValues(key.tier, key.member)
+			s.duration = m.duration.WithLabelValues(key.tier, key.member, key.end)
+			s.prompt = m.tokens.WithLabelValues(key.tier, key.member, kindPrompt)
+			s.completion = m.tokens.WithLabelValues(key.tier, key.member, kindCompletion)
+		}
 		return s
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s, ok := m.children[key]; ok {
-		return s
-	}
-	s = &series{requests: m.requests.WithLabelValues(key.tier, key.member, key.outcome)}
-	switch router.Result(key.outcome) {
-	case router.ResultNotAdmitted:
-		s.refusals = m.refusals.WithLabelValues(key.tier, key.code)
-		s.schedule = m.schedule.WithLabelValues(key.tier)
-	case router.ResultAdmitted:
-		s.schedule = m.schedule.WithLabelValues(key.tier)
-		s.firstByte = m.firstByte.WithLabelValues(key.tier, key.member)
-		s.stream = m.streams.WithLabelValues(key.tier, key.member, key.end)
-		s.firstToken = m.firstToken.WithLabelValues(key.tier, key.member)
-		s.duration = m.duration.WithLabelValues(key.tier, key.member, key.end)
-		s.prompt = m.tokens.WithLabelValues(key.tier, key.member, kindPrompt)
-		s.completion = m.tokens.WithLabelValues(key.tier, key.member, kindCompletion)
-	}
-	m.children[key] = s
-	return s
+	})
 }
 
 // Describe implements prometheus.Collector.
