@@ -2,21 +2,22 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
-// Bounds of the ReplicaTier API. The CRD markers below repeat these numbers
-// (markers cannot reference constants); Validate checks both agree.
+// Bounds of the ReplicaTier API, defined in api/bounds. The CRD markers below
+// repeat these numbers (markers cannot reference constants); a test checks
+// the generated CRD against them.
 const (
-	// MaxMembers is the largest replica tier: one host rarely carries more than
-	// 16 GPUs, and the scheduler's evidence rows are bounded by it.
-	MaxMembers = 16
+	// MaxMembers is the largest replica tier.
+	MaxMembers = bounds.MaxMembers
 	// MaxAliases bounds the caller-facing names of one tier.
-	MaxAliases = 16
-	// MinConcurrency and MaxConcurrency bound every concurrency ceiling; 100000
-	// is far above any engine's batch size and keeps ratio arithmetic exact.
-	MinConcurrency = 1
+	MaxAliases = bounds.MaxAliases
+	// MinConcurrency is the lower bound of every concurrency ceiling.
+	MinConcurrency = bounds.MinConcurrency
 	// MaxConcurrency is the upper bound of every concurrency ceiling.
-	MaxConcurrency = 100000
+	MaxConcurrency = bounds.MaxConcurrency
 )
 
 // Strategy selects how the router picks a member of a replica tier.

@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // The member id and quiesce reason grammars, exported for callers that check
@@ -17,11 +19,10 @@ import (
 // They repeat the CRD markers on Member.ID and QuiesceReason; the validation
 // table in test/envtest runs every rule against both.
 const (
-	// MemberIDPattern is the grammar of a member id: lowercase ASCII
-	// letters, digits and inner dashes.
-	MemberIDPattern = `^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`
+	// MemberIDPattern is the grammar of a member id (api/bounds).
+	MemberIDPattern = bounds.MemberIDPattern
 	// MaxMemberIDLength is the longest member id, in bytes.
-	MaxMemberIDLength = 32
+	MaxMemberIDLength = bounds.MaxMemberIDLength
 	// QuiesceReasonPattern is the grammar of a quiesce reason: 1-63
 	// lowercase ASCII letters, digits and dashes, starting with a letter or
 	// digit.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // Bounds of a tier configuration and of quiesce reasons.
@@ -14,13 +14,13 @@ const (
 	MinMembers = 1
 	// MaxMembers is the largest tier, the bound scheduler.Rank accepts and the
 	// ReplicaTier API enforces.
-	MaxMembers = scheduler.MaxMembers
+	MaxMembers = bounds.MaxMembers
 	// MinConcurrency is the smallest configured ceiling: a ceiling of zero
 	// would admit nothing, so zero means "absent" instead.
 	MinConcurrency = 1
 	// MaxConcurrency is the largest configured ceiling, the bound of the
 	// ReplicaTier API's maxConcurrency fields and of scheduler capacities.
-	MaxConcurrency = scheduler.MaxCapacity
+	MaxConcurrency = bounds.MaxConcurrency
 	// MaxReasonLength is the longest quiesce reason, the bound of the
 	// ReplicaTier reason grammar ^[a-z0-9][a-z0-9-]{0,62}$; reasons appear in
 	// status and metrics, so they stay short and safe.
@@ -42,7 +42,7 @@ const (
 
 // MemberConfig is one member of a tier.
 type MemberConfig struct {
-	// ID is the member id; it must match scheduler.ValidMemberID and be
+	// ID is the member id; it must match bounds.ValidMemberID and be
 	// unique within the tier.
 	ID string
 	// MaxConcurrency is the member's ceiling, MinConcurrency..MaxConcurrency.
@@ -106,7 +106,7 @@ func (cfg Config) validate() (plan, error) {
 	p.ids = make([]string, n)
 	for i, m := range p.members {
 		switch {
-		case !scheduler.ValidMemberID(m.ID):
+		case !bounds.ValidMemberID(m.ID):
 			return plan{}, fmt.Errorf("%w: member %d has an invalid id", ErrInvalidConfig, i)
 		case i > 0 && p.members[i-1].ID == m.ID:
 			return plan{}, fmt.Errorf("%w: duplicate member id %q", ErrInvalidConfig, m.ID)

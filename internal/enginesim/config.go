@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // Bounds on Config values.
@@ -14,8 +16,8 @@ const (
 	// MaxModelNameLen bounds the served model id; Hugging Face ids are far
 	// shorter, and the id is echoed in every response and metric label.
 	MaxModelNameLen = 256
-	// MaxAliases bounds --aliases; a ReplicaTier has at most 16 aliases.
-	MaxAliases = 16
+	// MaxAliases bounds --aliases, as a ReplicaTier bounds its aliases.
+	MaxAliases = bounds.MaxAliases
 	// MaxNumSeqsLimit bounds --max-num-seqs. Real engines batch at most a few
 	// hundred sequences; the bound keeps a typo from meaning "unlimited".
 	MaxNumSeqsLimit = 4096

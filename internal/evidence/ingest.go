@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -320,7 +321,7 @@ func parseAttempt(raw json.RawMessage, r *Record) error {
 	switch {
 	case f.err != nil:
 		return f.err
-	case !scheduler.ValidMemberID(r.Member):
+	case !bounds.ValidMemberID(r.Member):
 		return errBadID
 	case !r.End.valid():
 		return errUnknownEnum
@@ -365,11 +366,11 @@ func parseDecision(raw json.RawMessage) (scheduler.Decision, error) {
 	if d.Reason != scheduler.ReasonSelected && d.Reason != scheduler.ReasonNoEligibleMember {
 		return d, errUnknownEnum
 	}
-	ids, err := array(obj["eligible_ids"], scheduler.MaxMembers)
+	ids, err := array(obj["eligible_ids"], bounds.MaxMembers)
 	if err != nil {
 		return d, err
 	}
-	rows, err := array(obj["scores"], scheduler.MaxMembers)
+	rows, err := array(obj["scores"], bounds.MaxMembers)
 	if err != nil {
 		return d, err
 	}
@@ -379,7 +380,7 @@ func parseDecision(raw json.RawMessage) (scheduler.Decision, error) {
 		if err != nil {
 			return d, err
 		}
-		if !scheduler.ValidMemberID(id) {
+		if !bounds.ValidMemberID(id) {
 			return d, errBadID
 		}
 		d.EligibleIDs = append(d.EligibleIDs, id)
@@ -408,16 +409,16 @@ func parseScore(raw json.RawMessage) (scheduler.Score, error) {
 	s := scheduler.Score{
 		MemberID:          f.str("member_id"),
 		LocalActive:       int(f.int("local_active", 0, scheduler.MaxActive)),
-		LocalCapacity:     int(f.int("local_capacity", scheduler.MinCapacity, scheduler.MaxCapacity)),
+		LocalCapacity:     int(f.int("local_capacity", bounds.MinConcurrency, bounds.MaxConcurrency)),
 		UpstreamFreshness: freshness,
 		UpstreamUnknown:   f.bool("upstream_unknown"),
-		RotatingRank:      int(f.int("rotating_rank", 0, scheduler.MaxMembers-1)),
+		RotatingRank:      int(f.int("rotating_rank", 0, bounds.MaxMembers-1)),
 	}
 	ppm, hasPPM := f.optionalInt("upstream_ppm", 0, scheduler.MaxRequestPPM)
 	switch {
 	case f.err != nil:
 		return s, f.err
-	case !scheduler.ValidMemberID(s.MemberID):
+	case !bounds.ValidMemberID(s.MemberID):
 		return s, errBadID
 	}
 	switch s.UpstreamFreshness {

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -17,14 +18,14 @@ const (
 	// tiers. It is the router-wide member bound
 	// (docs/CONFIGURATION.md#1-router-flags: sixteen full tiers of sixteen) and bounds the queue, since each member has at most one
 	// pending refresh.
-	MaxMembers = 256
+	MaxMembers = bounds.MaxNodeMembers
 
 	// MinTierMembers is the smallest Capacity tier: a tier of one member is
 	// direct and never ranked, so it has no use for pressure.
 	MinTierMembers = scheduler.MinMembers
 
 	// MaxTierMembers is the largest Capacity tier, the bound Rank accepts.
-	MaxTierMembers = scheduler.MaxMembers
+	MaxTierMembers = bounds.MaxMembers
 
 	// MaxWorkers bounds the goroutines that collect samples for the whole
 	// Cache (docs/PRESSURE.md#the-cache). Two let one stalled endpoint hold a worker without
@@ -245,9 +246,9 @@ func validate(tiers []Tier) error {
 
 func validateMember(m Member) error {
 	switch {
-	case !scheduler.ValidMemberID(m.ID):
+	case !bounds.ValidMemberID(m.ID):
 		return ErrInvalidMember
-	case m.Capacity < scheduler.MinCapacity || m.Capacity > scheduler.MaxCapacity:
+	case m.Capacity < bounds.MinConcurrency || m.Capacity > bounds.MaxConcurrency:
 		return ErrInvalidCapacity
 	case m.Engine == "":
 		return nil
@@ -262,7 +263,7 @@ func validateMember(m Member) error {
 // wrapf adds the tier key and, when valid, the member id to a sentinel. Ids
 // that fail the grammar are not echoed.
 func wrapf(err error, tier, member string) error {
-	if member != "" && scheduler.ValidMemberID(member) {
+	if member != "" && bounds.ValidMemberID(member) {
 		return fmt.Errorf("%w: tier %q member %q", err, tier, member)
 	}
 	return fmt.Errorf("%w: tier %q", err, tier)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -791,7 +792,7 @@ func TestReconfigureValidation(t *testing.T) {
 		{name: "same member id in two tiers", tiers: []Tier{tier("t", "a", "b"), tier("u", "a", "b")}},
 		{name: "bad member id", tiers: mutate(func(m *Member) { m.ID = "Bad_ID" }), wantErr: ErrInvalidMember},
 		{name: "zero capacity", tiers: mutate(func(m *Member) { m.Capacity = 0 }), wantErr: ErrInvalidCapacity},
-		{name: "capacity too large", tiers: mutate(func(m *Member) { m.Capacity = scheduler.MaxCapacity + 1 }), wantErr: ErrInvalidCapacity},
+		{name: "capacity too large", tiers: mutate(func(m *Member) { m.Capacity = bounds.MaxConcurrency + 1 }), wantErr: ErrInvalidCapacity},
 		{name: "unknown engine", tiers: mutate(func(m *Member) { m.Engine = "triton" }), wantErr: ErrUnknownEngine},
 		{name: "relative metrics URL", tiers: mutate(func(m *Member) { m.MetricsURL = "/metrics" }), wantErr: ErrInvalidMetricsURL},
 		{name: "no engine, no URL", tiers: mutate(func(m *Member) { m.Engine, m.MetricsURL = "", "" })},

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 const (
@@ -23,10 +25,10 @@ const (
 	// MaxMembers bounds the members registered across all tiers. Each member
 	// has one prober goroutine, so this bounds the goroutines too; it is the
 	// router-wide member bound (docs/CONFIGURATION.md#1-router-flags).
-	MaxMembers = 256
+	MaxMembers = bounds.MaxNodeMembers
 
 	// MaxTierMembers is the largest tier, the ReplicaTier API bound.
-	MaxTierMembers = 16
+	MaxTierMembers = bounds.MaxMembers
 
 	// maxMemberIDLength is the ReplicaTier member id grammar's length bound.
 	maxMemberIDLength = 32

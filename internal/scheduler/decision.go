@@ -3,6 +3,8 @@ package scheduler
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // Reason says why a Decision selected what it did.
@@ -89,7 +91,7 @@ type Decision struct {
 
 // Clone returns a copy of d that shares no slice with it.
 func (d Decision) Clone() Decision {
-	if m := len(d.Scores); m == len(d.EligibleIDs) && m >= 1 && m <= MaxMembers {
+	if m := len(d.Scores); m == len(d.EligibleIDs) && m >= 1 && m <= bounds.MaxMembers {
 		scores, ids := newRows(m)
 		copy(scores, d.Scores)
 		copy(ids, d.EligibleIDs)
@@ -113,7 +115,7 @@ func (d Decision) Clone() Decision {
 func (d Decision) Validate() error {
 	n := len(d.Scores)
 	switch {
-	case n != len(d.EligibleIDs) || n > MaxMembers:
+	case n != len(d.EligibleIDs) || n > bounds.MaxMembers:
 		return ErrInvalidDecision
 	case d.Reason == ReasonSelected && (n == 0 || d.SelectedMemberID != d.Scores[0].MemberID):
 		return ErrInvalidDecision
@@ -124,7 +126,7 @@ func (d Decision) Validate() error {
 	}
 	var ranks, members uint32
 	for i, id := range d.EligibleIDs {
-		if !ValidMemberID(id) || (i > 0 && d.EligibleIDs[i-1] >= id) {
+		if !bounds.ValidMemberID(id) || (i > 0 && d.EligibleIDs[i-1] >= id) {
 			return ErrInvalidDecision
 		}
 	}
@@ -151,13 +153,13 @@ func (d Decision) Validate() error {
 func (s Score) valid() bool {
 	fresh := s.UpstreamFreshness == FreshnessFresh
 	switch {
-	case !ValidMemberID(s.MemberID):
+	case !bounds.ValidMemberID(s.MemberID):
 		return false
-	case s.LocalCapacity < MinCapacity || s.LocalCapacity > MaxCapacity:
+	case s.LocalCapacity < bounds.MinConcurrency || s.LocalCapacity > bounds.MaxConcurrency:
 		return false
 	case s.LocalActive < 0 || s.LocalActive >= s.LocalCapacity:
 		return false
-	case s.RotatingRank < 0 || s.RotatingRank >= MaxMembers:
+	case s.RotatingRank < 0 || s.RotatingRank >= bounds.MaxMembers:
 		return false
 	case s.UpstreamUnknown == fresh:
 		return false

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -30,7 +31,7 @@ func (s *byteSource) next16() int { return s.next()<<8 | s.next() }
 // fuzz-chosen order with small loads so that ties are common.
 func fuzzCandidates(data []byte, size, cur int) ([]string, int, []scheduler.Candidate) {
 	src := &byteSource{data: data}
-	n := scheduler.MinMembers + size%(scheduler.MaxMembers-scheduler.MinMembers+1)
+	n := scheduler.MinMembers + size%(bounds.MaxMembers-scheduler.MinMembers+1)
 	membership := memberIDs(n)
 	cursor := cur % n
 	order := make([]int, n)
@@ -46,7 +47,7 @@ func fuzzCandidates(data []byte, size, cur int) ([]string, int, []scheduler.Cand
 	for i := range cands {
 		capacity := 1 + src.next()%6
 		if src.next()%8 == 0 {
-			capacity = 1 + src.next16()%scheduler.MaxCapacity
+			capacity = 1 + src.next16()%bounds.MaxConcurrency
 		}
 		p := scheduler.UnknownPressure()
 		switch src.next() % 5 {

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"math"
 	"time"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // Normalize turns one engine sample into a Pressure. observedAt is when the
@@ -64,7 +66,7 @@ func requestSignal(capacity int, running, waiting *float64) (SignalState, int64)
 	switch {
 	case rState == SignalInvalid || wState == SignalInvalid:
 		return SignalInvalid, 0
-	case capacity < MinCapacity || capacity > MaxCapacity:
+	case capacity < bounds.MinConcurrency || capacity > bounds.MaxConcurrency:
 		return SignalInvalid, 0
 	case rState == SignalMissing || wState == SignalMissing:
 		return SignalMissing, 0

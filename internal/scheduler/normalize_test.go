@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -349,12 +350,12 @@ func TestTextForms(t *testing.T) {
 
 func TestValidMemberID(t *testing.T) {
 	for _, id := range []string{"gpu0", "a", "0", "a-b", "a--b", "abcdefghijklmnopqrstuvwxyz012345"} {
-		if !scheduler.ValidMemberID(id) {
+		if !bounds.ValidMemberID(id) {
 			t.Errorf("ValidMemberID(%q) = false, want true", id)
 		}
 	}
 	for _, id := range []string{"", "-a", "a-", "A", "a_b", "a.b", "gpü", "abcdefghijklmnopqrstuvwxyz0123456"} {
-		if scheduler.ValidMemberID(id) {
+		if bounds.ValidMemberID(id) {
 			t.Errorf("ValidMemberID(%q) = true, want false", id)
 		}
 	}

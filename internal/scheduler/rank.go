@@ -3,6 +3,8 @@ package scheduler
 import (
 	"math/bits"
 	"slices"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // Candidate is one member offered to Rank: its reservation count and ceiling
@@ -43,18 +45,18 @@ type Candidate struct {
 // keeps no reference to its arguments: the returned slices are new.
 func Rank(membership []string, cursor int, candidates []Candidate) (Decision, error) {
 	n := len(membership)
-	if n < MinMembers || n > MaxMembers {
+	if n < MinMembers || n > bounds.MaxMembers {
 		return Decision{}, ErrInvalidMembership
 	}
 	for i, id := range membership {
-		if !ValidMemberID(id) || (i > 0 && membership[i-1] >= id) {
+		if !bounds.ValidMemberID(id) || (i > 0 && membership[i-1] >= id) {
 			return Decision{}, ErrInvalidMembership
 		}
 	}
 	if cursor < 0 || cursor >= n {
 		return Decision{}, ErrInvalidCursor
 	}
-	if len(candidates) < MinMembers || len(candidates) > MaxMembers {
+	if len(candidates) < MinMembers || len(candidates) > bounds.MaxMembers {
 		return Decision{}, ErrInvalidCandidates
 	}
 
@@ -66,8 +68,8 @@ func Rank(membership []string, cursor int, candidates []Candidate) (Decision, er
 	// A bit set of membership positions proves the candidates unique and
 	// names the eligible members.
 	var seen, eligible uint32
-	var keys [MaxMembers]rankKey
-	var order [MaxMembers]uint8 // order[j] is the candidate of row j.
+	var keys [bounds.MaxMembers]rankKey
+	var order [bounds.MaxMembers]uint8 // order[j] is the candidate of row j.
 	m := 0
 	for i := range candidates {
 		c := &candidates[i]
@@ -81,7 +83,7 @@ func Rank(membership []string, cursor int, candidates []Candidate) (Decision, er
 			return Decision{}, ErrInvalidCandidates
 		}
 		seen |= 1 << pos
-		if c.Active < 0 || c.Active > MaxActive || c.Capacity < MinCapacity || c.Capacity > MaxCapacity {
+		if c.Active < 0 || c.Active > MaxActive || c.Capacity < bounds.MinConcurrency || c.Capacity > bounds.MaxConcurrency {
 			return Decision{}, ErrInvalidCandidate
 		}
 		if err := c.Pressure.Validate(); err != nil {
@@ -117,7 +119,7 @@ func Rank(membership []string, cursor int, candidates []Candidate) (Decision, er
 		s.UpstreamFreshness = c.Pressure.Freshness
 		s.UpstreamUnknown = c.Pressure.Freshness != FreshnessFresh
 		s.UpstreamPPM = c.Pressure.PPM // zero unless fresh.
-		s.RotatingRank = int(keys[j].tie & (MaxMembers - 1))
+		s.RotatingRank = int(keys[j].tie & (bounds.MaxMembers - 1))
 	}
 	// The membership is sorted, so eligible positions in ascending order are
 	// the eligible ids in sorted order.
@@ -169,8 +171,8 @@ func newRows(m int) ([]Score, []string) {
 		return b.scores[:m:m], b.ids[:m:m]
 	default:
 		b := new(struct {
-			scores [MaxMembers]Score
-			ids    [MaxMembers]string
+			scores [bounds.MaxMembers]Score
+			ids    [bounds.MaxMembers]string
 		})
 		return b.scores[:m:m], b.ids[:m:m]
 	}

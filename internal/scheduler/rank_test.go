@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -387,7 +388,7 @@ func TestRankDoesNotShare(t *testing.T) {
 	// The rows and ids of a decision share one allocation; each is full to
 	// its capacity, so appending to one never writes into the other, for
 	// every row count (the allocation rounds 3, 5..7 and 9..15 rows up).
-	for m := 2; m <= scheduler.MaxMembers; m++ {
+	for m := 2; m <= bounds.MaxMembers; m++ {
 		ids := memberIDs(m)
 		cands := make([]scheduler.Candidate, m)
 		for i, id := range ids {

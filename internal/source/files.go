@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
@@ -38,7 +39,7 @@ const (
 	// the readiness probes and the pressure cache are sized for it. Files
 	// whose tiers would exceed it, in file name order, are ignored and
 	// reported.
-	MaxMembers = 256
+	MaxMembers = bounds.MaxNodeMembers
 	// MaxTiers bounds the tiers of one router; every tier has at least one
 	// member, so it follows from MaxMembers.
 	MaxTiers = MaxMembers

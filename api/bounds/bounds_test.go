@@ -1,0 +1,165 @@
+package bounds_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/api/bounds"
+	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/api/v1alpha1/validationtable"
+	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/scheduler"
+)
+
+// memberIDs are member ids around every edge of the grammar.
+var memberIDs = []string{
+	"a", "0", "gpu0", "gpu-0", "a-b-c", strings.Repeat("a", bounds.MaxMemberIDLength),
+	"a" + strings.Repeat("-", bounds.MaxMemberIDLength-2) + "z",
+	"", "-", "-a", "a-", "A", "gpu_0", "gpu.0", "gpü", "gpu 0", "gpu0\n",
+	strings.Repeat("a", bounds.MaxMemberIDLength+1),
+}
+
+// TestValidMemberIDIsThePattern proves the regular-expression-free check
+// accepts exactly what MemberIDPattern matches.
+func TestValidMemberIDIsThePattern(t *testing.T) {
+	re := regexp.MustCompile(bounds.MemberIDPattern)
+	for _, id := range memberIDs {
+		if got, want := bounds.ValidMemberID(id), re.MatchString(id); got != want {
+			t.Errorf("ValidMemberID(%q) = %t, the pattern says %t", id, got, want)
+		}
+	}
+}
+
+// TestEveryCheckerAgrees proves the API's validation, the scheduler and the
+// evidence parser accept exactly the same member ids and tier sizes: a
+// second copy of a bound that drifts fails here.
+func TestEveryCheckerAgrees(t *testing.T) {
+	for _, id := range memberIDs {
+		want := bounds.ValidMemberID(id)
+
+		tier := validationtable.Base()
+		tier.Spec.Members[0].ID = id
+		if apiOK := !hasErrorAt(sluicev1.Validate(tier).ToAggregate(), "spec.members[0].id"); apiOK != want {
+			t.Errorf("API validation of member id %q: accepted %t, want %t", id, apiOK, want)
+		}
+
+		membership := []string{id, "zzz"}
+		if id > "zzz" {
+			membership = []string{"zzz", id}
+		}
+		_, err := scheduler.Rank(membership, 0, []scheduler.Candidate{candidate(id), candidate("zzz")})
+		if rankOK := err == nil; rankOK != want && id != "zzz" {
+			t.Errorf("scheduler.Rank with member id %q: accepted %t, want %t (%v)", id, rankOK, want, err)
+		}
+
+		if evOK := parsesWithMember(t, id); evOK != want {
+			t.Errorf("evidence.ParseRecord with member id %q: accepted %t, want %t", id, evOK, want)
+		}
+	}
+
+	for _, n := range []int{bounds.MaxMembers, bounds.MaxMembers + 1} {
+		want := n <= bounds.MaxMembers
+		tier := validationtable.Base()
+		tier.Spec.Members = nil
+		ids := make([]string, n)
+		cands := make([]scheduler.Candidate, n)
+		for i := range n {
+			ids[i] = fmt.Sprintf("m%02d", i)
+			cands[i] = candidate(ids[i])
+			tier.Spec.Members = append(tier.Spec.Members, sluicev1.Member{ID: ids[i], Endpoint: fmt.Sprintf("http://127.0.0.1:%d", 9000+i)})
+		}
+		if apiOK := !hasErrorAt(sluicev1.Validate(tier).ToAggregate(), "spec.members"); apiOK != want {
+			t.Errorf("API validation of %d members: accepted %t, want %t", n, apiOK, want)
+		}
+		if _, err := scheduler.Rank(ids, 0, cands); (err == nil) != want {
+			t.Errorf("scheduler.Rank of %d members: %v, want accepted %t", n, err, want)
+		}
+	}
+}
+
+// TestCRDRepeatsTheBounds proves the generated CRD's markers, which cannot
+// reference constants, carry the bounds' values.
+func TestCRDRepeatsTheBounds(t *testing.T) {
+	raw, err := os.ReadFile("../../config/crd/bases/sluice.dev_replicatiers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		t.Fatal(err)
+	}
+	spec := dig(t, crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "properties")
+	for _, c := range []struct {
+		path []any
+		want any
+	}{
+		{[]any{"members", "maxItems"}, float64(bounds.MaxMembers)},
+		{[]any{"aliases", "maxItems"}, float64(bounds.MaxAliases)},
+		{[]any{"maxConcurrency", "minimum"}, float64(bounds.MinConcurrency)},
+		{[]any{"maxConcurrency", "maximum"}, float64(bounds.MaxConcurrency)},
+		{[]any{"members", "items", "properties", "id", "maxLength"}, float64(bounds.MaxMemberIDLength)},
+		{[]any{"members", "items", "properties", "id", "pattern"}, bounds.MemberIDPattern},
+		{[]any{"members", "items", "properties", "maxConcurrency", "minimum"}, float64(bounds.MinConcurrency)},
+		{[]any{"members", "items", "properties", "maxConcurrency", "maximum"}, float64(bounds.MaxConcurrency)},
+	} {
+		if got := dig(t, spec, c.path...); got != c.want {
+			t.Errorf("CRD spec.%v = %v, want %v", c.path, got, c.want)
+		}
+	}
+}
+
+// hasErrorAt reports whether err names field.
+func hasErrorAt(err error, field string) bool {
+	return err != nil && strings.Contains(err.Error(), field+":")
+}
+
+// candidate is an eligible, idle member with a fresh sample.
+func candidate(id string) scheduler.Candidate {
+	return scheduler.Candidate{MemberID: id, Eligible: true, Capacity: 4,
+		Pressure: scheduler.Pressure{Freshness: scheduler.FreshnessFresh, RequestState: scheduler.SignalValid, KVState: scheduler.SignalValid}}
+}
+
+// parsesWithMember reports whether an admitted decision record whose
+// member is id parses.
+func parsesWithMember(t *testing.T, id string) bool {
+	t.Helper()
+	line, err := (&evidence.Record{RequestID: "r1", Time: time.Unix(1_700_000_000, 0).UTC(), Duration: time.Millisecond,
+		Alias: "llama", Tier: "ns/llama", Outcome: evidence.OutcomeAdmitted, Status: 200, Member: "placeholder",
+		Dispatch: time.Microsecond, End: evidence.StreamComplete}).AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := []byte(fmt.Sprintf("%q", id))
+	line = bytes.Replace(line, []byte(`"placeholder"`), member, 1)
+	_, err = evidence.ParseRecord(bytes.TrimSuffix(line, []byte("\n")))
+	return err == nil
+}
+
+// dig walks v by map keys and slice indexes.
+func dig(t *testing.T, v any, path ...any) any {
+	t.Helper()
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("no %q in %T", k, v)
+			}
+			v = m[k]
+		case int:
+			s, ok := v.([]any)
+			if !ok || k >= len(s) {
+				t.Fatalf("no [%d] in %T", k, v)
+			}
+			v = s[k]
+		}
+	}
+	return v
+}
