@@ -30,6 +30,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/test/testproc"
 )
 
 // Names the test gives what it creates.
@@ -84,7 +85,7 @@ type installed struct {
 	bins map[string]string
 	// The programs' ServiceAccounts, from the Deployment and the DaemonSet.
 	managerNS, managerSA, routerNS, routerSA string
-	manager, router                          *process
+	manager, router                          *testproc.Process
 	routerFront                              string
 	metricsAddr                              string
 	engines                                  []string // base URLs
@@ -252,7 +253,7 @@ func (in *installed) startPrograms(t, owner *testing.T, managerCtrs, routerCtrs 
 	// The manager's ports are chosen here, not by the kernel at bind time:
 	// wait until it serves metrics (its probe port is bound before) so no
 	// process started after it can take them.
-	in.manager = startProcess(t, owner, "manager", in.bins["manager"], managerArgs, func(line []byte) bool {
+	in.manager = testproc.Start(t, owner, "manager", in.bins["manager"], managerArgs, func(line []byte) bool {
 		return bytes.Contains(line, []byte(`"msg":"Serving metrics server"`))
 	})
 
@@ -267,7 +268,7 @@ func (in *installed) startPrograms(t, owner *testing.T, managerCtrs, routerCtrs 
 		// The DaemonSet sets NODE_NAME from the downward API.
 		"--node-name="+nodeName)
 	var admin string
-	in.router = startProcess(t, owner, "router", in.bins["router"], routerArgs, startlines.RouterAddrs(&in.routerFront, &admin))
+	in.router = testproc.Start(t, owner, "router", in.bins["router"], routerArgs, startlines.RouterAddrs(&in.routerFront, &admin))
 	for _, a := range []string{in.routerFront, admin} {
 		if host, _, err := net.SplitHostPort(a); err != nil || host != "127.0.0.1" {
 			t.Fatalf("router listens on %q, not loopback", a)
@@ -383,7 +384,7 @@ func scrape(ctx context.Context, addr, token string) (int, string, error) {
 func (in *installed) flow(t, owner *testing.T) {
 	for i := range 2 {
 		var addr string
-		startProcess(t, owner, fmt.Sprintf("engine-%d", i), in.bins["enginesim"],
+		testproc.Start(t, owner, fmt.Sprintf("engine-%d", i), in.bins["enginesim"],
 			append([]string{"--listen", "127.0.0.1:0", "--model", servedModel}, fastEngine...), startlines.EngineAddr(&addr))
 		in.engines = append(in.engines, "http://"+addr)
 	}
@@ -536,9 +537,9 @@ func (in *installed) leastPrivilege(t *testing.T) int64 {
 		}
 	}
 	// A program that exited would make fewer requests than it needs.
-	for _, p := range []*process{in.manager, in.router} {
-		if !p.running() {
-			t.Fatalf("%s exited during the flow", p.name)
+	for _, p := range []*testproc.Process{in.manager, in.router} {
+		if !p.Running() {
+			t.Fatalf("%s exited during the flow", p.Name())
 		}
 	}
 	var reqs map[string][]request

@@ -19,6 +19,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/test/testproc"
 )
 
 // Names of the router's test tier.
@@ -125,7 +126,7 @@ func startRouter(t *testing.T) string {
 	t.Helper()
 	ctx := t.Context()
 	var engineAddr string
-	startProcess(t, "enginesim", bins["enginesim"], []string{"--listen", "127.0.0.1:0", "--model", servedModel,
+	testproc.Start(t, t, "enginesim", bins["enginesim"], []string{"--listen", "127.0.0.1:0", "--model", servedModel,
 		"--ttft-base", "5ms", "--ttft-per-seq", "0s", "--itl-base", "1ms", "--itl-per-seq", "0s"},
 		startlines.EngineAddr(&engineAddr))
 
@@ -150,7 +151,7 @@ spec:
 		t.Fatal(err)
 	}
 	var front, admin string
-	startProcess(t, "router", bins["router"], []string{"--tiers-dir", tiers, "--node-name", nodeName,
+	testproc.Start(t, t, "router", bins["router"], []string{"--tiers-dir", tiers, "--node-name", nodeName,
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--shutdown-grace", "0s",
 		"--decision-log-file", filepath.Join(dir, "decisions.jsonl")},
 		startlines.RouterAddrs(&front, &admin))
@@ -267,7 +268,7 @@ func startManager(t *testing.T) string {
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
-	startProcess(t, "manager", bins["manager"], []string{"--metrics-bind-address=" + addr, "--metrics-secure=false",
+	testproc.Start(t, t, "manager", bins["manager"], []string{"--metrics-bind-address=" + addr, "--metrics-secure=false",
 		"--health-probe-bind-address=" + freeLoopbackAddr(t), "--kubeconfig=" + kubeconfig},
 		func(line []byte) bool { return bytes.Contains(line, []byte(`"msg":"Serving metrics server"`)) })
 	eventually(t, "the manager's reconcile counters", func() (bool, string) {

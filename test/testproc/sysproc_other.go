@@ -1,6 +1,6 @@
 //go:build !linux
 
-package monitoring
+package testproc
 
 import "syscall"
 
