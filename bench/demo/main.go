@@ -9,7 +9,7 @@
 // strategy: each member's share of the requests, the highest concurrency
 // each engine saw (from its own /debug/stats) against the member's ceiling,
 // p50/p99 time to first token and end-to-end latency, and refusals (503). It
-// writes a JSON report and a PNG chart under --out.
+// writes a JSON report and an SVG chart under --out.
 //
 // It exits non-zero when a process it started dies, an engine saw more
 // concurrent requests than its ceiling, a request failed other than by a

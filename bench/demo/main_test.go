@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -209,7 +208,7 @@ func TestWriteReportAndChart(t *testing.T) {
 		phase(t, sluicev1.StrategyCapacity, 500*time.Millisecond, 4, map[int]int{200: 4}),
 	})
 	dir := t.TempDir()
-	jsonPath, pngPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "c.png")
+	jsonPath, chartPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "c.svg")
 	if err := writeReport(jsonPath, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -232,20 +231,17 @@ func TestWriteReportAndChart(t *testing.T) {
 	if len(back.Phases) != 2 || back.Phases[1].Strategy != "Capacity" || back.Phases[1].E2E.P99 != 500 || back.Failures == nil {
 		t.Fatalf("report JSON %s", raw)
 	}
-	if err := writeChart(pngPath, &rep); err != nil {
+	if err := writeChart(chartPath, &rep); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(pngPath) //nolint:gosec // the test's own temporary file.
+	svg, err := os.ReadFile(chartPath) //nolint:gosec // the test's own temporary file.
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = f.Close() }()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b := img.Bounds(); b.Dx() < 1000 || b.Dy() < 300 {
-		t.Fatalf("chart is %v", b)
+	for _, want := range []string{"Engine max in flight vs ceiling", ">ceiling<", ">RoundRobin<", ">Capacity<"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("chart lacks %q", want)
+		}
 	}
 }
 

@@ -11,12 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/chart"
 	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/chart"
 )
 
 // phaseReport is what one strategy's phase measured.
@@ -285,12 +282,8 @@ func writeReport(path string, rep *report) error {
 	return os.WriteFile(path, append(b, '\n'), 0o600) //nolint:gosec // the path is the demo's own --out directory.
 }
 
-// Chart geometry.
-const (
-	chartWidth  = 15 * vg.Inch
-	chartHeight = 5 * vg.Inch
-	barWidth    = 7 * vg.Millimeter
-)
+// Chart size in pixels.
+const chartWidth, chartHeight = 1440, 480
 
 // writeChart draws three panels side by side: p50/p99 latencies per
 // strategy, each member's share of the requests, and each engine's highest
@@ -298,7 +291,7 @@ const (
 func writeChart(path string, rep *report) error {
 	var lat, share, peak []chart.Series
 	var members []string
-	ceil := []float64{}
+	var ceil []float64
 	for _, p := range rep.Phases {
 		lat = append(lat, chart.Series{Name: p.Strategy, Values: []float64{
 			loadgen.Milliseconds(p.TTFT.P50), loadgen.Milliseconds(p.TTFT.P99),
@@ -319,30 +312,9 @@ func writeChart(path string, rep *report) error {
 		share = append(share, chart.Series{Name: p.Strategy, Values: sh})
 		peak = append(peak, chart.Series{Name: p.Strategy, Values: pk})
 	}
-	p1, err := chart.Bars("Latency", "ms", []string{"TTFT p50", "TTFT p99", "E2E p50", "E2E p99"}, lat, barWidth)
-	if err != nil {
-		return err
-	}
-	p2, err := chart.Bars("Share of requests", "%", members, share, barWidth)
-	if err != nil {
-		return err
-	}
-	p3, err := chart.Bars("Engine max in flight vs ceiling", "requests", members, peak, barWidth)
-	if err != nil {
-		return err
-	}
-	for i, c := range ceil {
-		l, err := plotter.NewLine(plotter.XYs{{X: float64(i) - 0.4, Y: c}, {X: float64(i) + 0.4, Y: c}})
-		if err != nil {
-			return err
-		}
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		l.Width = vg.Points(1.5)
-		p3.Add(l)
-		if i == 0 {
-			p3.Legend.Add("ceiling", l)
-		}
-	}
-	p3.Y.Max = max(p3.Y.Max, slices.Max(append(ceil, 0))*chart.Headroom)
-	return chart.SavePNG(path, chartWidth, chartHeight, p1, p2, p3)
+	return chart.WriteFile(path, chartWidth, chartHeight,
+		chart.Panel{Title: "Latency", YLabel: "ms", Categories: []string{"TTFT p50", "TTFT p99", "E2E p50", "E2E p99"}, Bars: lat},
+		chart.Panel{Title: "Share of requests", YLabel: "%", Categories: members, Bars: share},
+		chart.Panel{Title: "Engine max in flight vs ceiling", YLabel: "requests", Categories: members, Bars: peak,
+			Marks: chart.Series{Name: "ceiling", Values: ceil}})
 }

@@ -116,14 +116,14 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	}
 	rep := newReport(&o, phases)
 	printVerdict(stdout, &rep)
-	jsonPath, pngPath := filepath.Join(o.outDir, "demo-report.json"), filepath.Join(o.outDir, "demo-chart.png")
+	jsonPath, chartPath := filepath.Join(o.outDir, "demo-report.json"), filepath.Join(o.outDir, "demo-chart.svg")
 	if err := writeReport(jsonPath, &rep); err != nil {
 		return err
 	}
-	if err := writeChart(pngPath, &rep); err != nil {
+	if err := writeChart(chartPath, &rep); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Wrote %s and %s.\n", jsonPath, pngPath)
+	fmt.Fprintf(stdout, "Wrote %s and %s.\n", jsonPath, chartPath)
 	if len(rep.Failures) > 0 {
 		return fmt.Errorf("%d check(s) failed: %v", len(rep.Failures), rep.Failures)
 	}

@@ -15,7 +15,7 @@
 //   - SSE streams: 1000 concurrent streams through one router, measuring
 //     its memory and the leases left after the streams end.
 //
-// It writes bench/results/results.json, bench/results/summary.md and PNG
+// It writes bench/results/results.json, bench/results/summary.md and SVG
 // charts. Every process it starts runs in its own process group and is
 // stopped when the harness ends, fails or is interrupted. A process that
 // dies, a failed request or a missing measurement makes the harness exit

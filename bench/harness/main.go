@@ -44,7 +44,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("harness", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.repo, "repo", ".", "repository root: the router and enginesim are built from it")
-	fs.StringVar(&o.out, "out", "bench/results", "directory of the published results (JSON, Markdown, PNG)")
+	fs.StringVar(&o.out, "out", "bench/results", "directory of the published results (JSON, Markdown, SVG)")
 	fs.StringVar(&o.work, "work", "out/bench", "directory of binaries, configurations and process logs")
 	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: core, overhead, hidden, streams")
 	fs.IntVar(&o.overheadRounds, "overhead-rounds", 5, "alternating rounds of the proxy overhead scenario")

@@ -146,7 +146,7 @@ func TestVerdictsAndReport(t *testing.T) {
 	if err := writeCharts(dir, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"overhead-latency.png", "overhead-throughput.png", "hidden-load.png", "streams-rss.png", "streams-leases.png"} {
+	for _, f := range []string{"overhead-latency.svg", "overhead-throughput.svg", "hidden-load.svg", "streams-rss.svg", "streams-leases.svg"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("chart %s: %v", f, err)
 		}

@@ -87,10 +87,9 @@ func (d *Distribution) Mean() time.Duration {
 }
 
 // Quantile returns the empirical q-quantile (0 ≤ q ≤ 1) of the kept
-// samples: the smallest sample whose cumulative share is at least q, as
-// gonum's stat.Quantile computes with stat.Empirical (the tests check the
-// agreement). It returns 0 when
-// empty; q outside 0..1 is clamped.
+// samples: the smallest sample whose cumulative share (the fraction of
+// samples at or below it) is at least q. It returns 0 when empty; q outside
+// 0..1 is clamped.
 func (d *Distribution) Quantile(q float64) time.Duration {
 	if len(d.samples) == 0 {
 		return 0
@@ -100,9 +99,14 @@ func (d *Distribution) Quantile(q float64) time.Duration {
 	if q == 0 {
 		return d.samples[0]
 	}
-	// The smallest i with (i+1)/n ≥ q; ceil in float64 is exact enough for
-	// n ≤ MaxSamples.
-	i := int(math.Ceil(q*float64(len(d.samples)))) - 1
+	// The smallest i with (i+1)/n ≥ q. q·n can round up past an integer
+	// (0.07·100 is 7.000000000000001), so the rank below is tried with the
+	// definition's own division.
+	n := float64(len(d.samples))
+	i := int(math.Ceil(q*n)) - 1
+	if i > 0 && float64(i)/n >= q {
+		i--
+	}
 	return d.samples[min(max(i, 0), len(d.samples)-1)]
 }
 

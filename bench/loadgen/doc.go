@@ -13,7 +13,7 @@
 // Streams are read event by event by a small SSE client of this package, so
 // each token is timed when it arrives; a load tool that reads whole bodies
 // (such as vegeta) cannot measure time to first token. Quantiles are
-// computed by gonum's stat package over the kept samples.
+// the empirical quantiles of the kept samples.
 //
 // Time comes from an injected k8s.io/utils/clock.Clock, so tests can drive
 // the measurements with a fake clock. Run owns every goroutine it starts and

@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, connect c
 	fs.StringVar(&o.DrainMember, "drain-member", "", "the member to quiesce and drain (default: the first member)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "routed load (default: the tier's ceiling)")
 	fs.IntVar(&o.MaxTokens, "max-tokens", qualify.DefaultMaxTokens, "output tokens of each request")
-	fs.StringVar(&o.OutDir, "out", "", "directory for report.json, chart.png and summary.txt (default qualification-NAMESPACE-NAME)")
+	fs.StringVar(&o.OutDir, "out", "", "directory for report.json, chart.svg and summary.txt (default qualification-NAMESPACE-NAME)")
 	fs.BoolVar(&plan, "plan", false, "print every step and change nothing")
 	fs.BoolVar(&execute, "execute", false, "run the qualification")
 	showVersion := fs.Bool("version", false, "print the version and revision and exit")

@@ -1,17 +1,9 @@
 package qualify
 
-import (
-	"gonum.org/v1/plot/vg"
+import "github.com/sluice-dev/sluice/internal/chart"
 
-	"github.com/sluice-dev/sluice/bench/chart"
-)
-
-// Chart geometry.
-const (
-	chartWidth  = 28 * vg.Centimeter
-	chartHeight = 11 * vg.Centimeter
-	barWidth    = 4 * vg.Millimeter
-)
+// Chart size in pixels.
+const chartWidth, chartHeight = 1100, 420
 
 // writeChart draws two panels: the latency quantiles of each phase (direct
 // against routed is the router's cost), and each member's share of each
@@ -36,13 +28,8 @@ func writeChart(path string, r *Report) error {
 		}
 		share = append(share, chart.Series{Name: ph.Name, Values: s})
 	}
-	p1, err := chart.Bars(r.Tier+": latency ("+r.Evidence+")", "ms", []string{"TTFT p50", "TTFT p99", "E2E p50", "E2E p99"}, lat, barWidth)
-	if err != nil {
-		return err
-	}
-	p2, err := chart.Bars("Share of requests by member", "%", members, share, barWidth)
-	if err != nil {
-		return err
-	}
-	return chart.SavePNG(path, chartWidth, chartHeight, p1, p2)
+	return chart.WriteFile(path, chartWidth, chartHeight,
+		chart.Panel{Title: r.Tier + ": latency (" + r.Evidence + ")", YLabel: "ms",
+			Categories: []string{"TTFT p50", "TTFT p99", "E2E p50", "E2E p99"}, Bars: lat},
+		chart.Panel{Title: "Share of requests by member", YLabel: "%", Categories: members, Bars: share})
 }

@@ -86,7 +86,7 @@ type Options struct {
 	// MaxTokens is each request's output limit; zero means
 	// DefaultMaxTokens.
 	MaxTokens int
-	// OutDir receives report.json, chart.png and summary.txt.
+	// OutDir receives report.json, chart.svg and summary.txt.
 	OutDir string
 	// HTTPClient reads the members' model lists and versions and the
 	// router's decision summary; nil means the probes' client: no proxy,
@@ -331,7 +331,7 @@ func (p *Plan) Write(w io.Writer) error {
 	if o.AdminURL != "" {
 		next("read the router's decision summary from %s/admin/v1/decisions/summary", o.AdminURL)
 	}
-	next("write report.json, chart.png and summary.txt to %s, with the verdict and the evidence label", o.OutDir)
+	next("write report.json, chart.svg and summary.txt to %s, with the verdict and the evidence label", o.OutDir)
 	fmt.Fprintf(&b, "\nIt never promotes the tier: promotion is a person's %s annotation after reading a passing report of real evidence.\n",
 		v1alpha1.AnnotationAccepted)
 	_, err := io.WriteString(w, b.String())

@@ -33,8 +33,8 @@ const (
 	ReportFile = "report.json"
 	// SummaryFile is the text summary, as printed.
 	SummaryFile = "summary.txt"
-	// ChartFile is the PNG chart.
-	ChartFile = "chart.png"
+	// ChartFile is the SVG chart.
+	ChartFile = "chart.svg"
 )
 
 // Report is one qualification's result.
@@ -228,7 +228,7 @@ func (r *Report) judge() {
 // Passed reports whether the verdict is pass.
 func (r *Report) Passed() bool { return r.Verdict == VerdictPass }
 
-// WriteFiles writes report.json, summary.txt and chart.png into dir,
+// WriteFiles writes report.json, summary.txt and chart.svg into dir,
 // creating it.
 func (r *Report) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
