@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // samplesDir is config/samples/demo from this package's directory.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/internal/chart"
 )
 

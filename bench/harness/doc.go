@@ -9,7 +9,7 @@
 //   - proxy overhead: wrk against enginesim directly, through the sluice
 //     router (RoundRobin and Capacity tiers) and through HAProxy leastconn
 //     with per-server maxconn, at concurrency 1 and 32;
-//   - hidden load: streaming requests from bench/loadgen over three
+//   - hidden load: streaming requests from internal/loadgen over three
 //     engines, one of them busy with load the router cannot see, through a
 //     RoundRobin tier, a Capacity tier and HAProxy leastconn;
 //   - SSE streams: 1000 concurrent streams through one router, measuring

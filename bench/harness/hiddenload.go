@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // Scenario 2 (hidden load) constants. The engines model a small batch so

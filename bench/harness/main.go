@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // options are the harness's flags.

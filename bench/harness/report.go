@@ -232,7 +232,7 @@ func summaryMarkdown(r *results) string {
 		b.WriteString("\n")
 	}
 	if h := r.Hidden; h != nil {
-		fmt.Fprintf(&b, "## Hidden load (bench/loadgen, streaming chat, open loop)\n\n")
+		fmt.Fprintf(&b, "## Hidden load (internal/loadgen, streaming chat, open loop)\n\n")
 		fmt.Fprintf(&b, "%s. Poisson arrivals at %.0f req/s for %.0f s per run, the same schedule for every system within a round; "+
 			"medians over %d alternating rounds. Overshoot: most requests inside one engine at once minus its ceiling (%d), from the engines' /debug/stats, reset before every run.\n\n",
 			h.Engines, h.Rate, h.RunSeconds, h.Rounds, hiddenCeiling)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // wrkAt returns a wrk result with the given p50, p99 and throughput.

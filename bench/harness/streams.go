@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/bench/procstat"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 )

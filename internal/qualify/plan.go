@@ -90,7 +90,7 @@ type Options struct {
 	OutDir string
 	// HTTPClient reads the members' model lists and versions and the
 	// router's decision summary; nil means the probes' client: no proxy,
-	// no redirects, bounded waits. The load itself goes through bench/loadgen's own client.
+	// no redirects, bounded waits. The load itself goes through internal/loadgen's own client.
 	HTTPClient *http.Client
 }
 

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 const served = "org/model"

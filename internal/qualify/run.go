@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/internal/memberhttp"
 	"github.com/sluice-dev/sluice/internal/transition"
 )

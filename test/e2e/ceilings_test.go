@@ -7,7 +7,7 @@ import (
 	"time"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/loadgen"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // Workload of the ceiling test.
