@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/loadgen"
-	"github.com/sluice-dev/sluice/bench/procstat"
+	"github.com/sluice-dev/sluice/internal/procstat"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/bench/procstat"
+	"github.com/sluice-dev/sluice/internal/procstat"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/bench/procstat"
+	"github.com/sluice-dev/sluice/internal/procstat"
 	"github.com/sluice-dev/sluice/bench/startlines"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/evidence"
