@@ -12,8 +12,8 @@ import (
 	"time"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/internal/chart"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // phaseReport is what one strategy's phase measured.

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/bench/startlines"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // memberHeader is the router's response header naming the member that

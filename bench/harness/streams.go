@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/internal/procstat"
-	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // Scenario 3 (concurrent SSE streams) constants.

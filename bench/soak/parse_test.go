@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/procstat"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/procstat"
 )
 
 func TestParseGoroutines(t *testing.T) {

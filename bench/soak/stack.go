@@ -15,10 +15,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/procstat"
 	"github.com/sluice-dev/sluice/bench/startlines"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/procstat"
 	"github.com/sluice-dev/sluice/internal/router"
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/procstat"
 	"github.com/sluice-dev/sluice/internal/enginesim"
+	"github.com/sluice-dev/sluice/internal/procstat"
 )
 
 // Bounds of the hostile traffic test.

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/enginesim"
+	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/internal/pressure"
 )
 
