@@ -67,8 +67,9 @@ type Spec struct {
 	// StopGrace is how long Stop waits after SIGTERM before it kills the
 	// group (DefaultStopGrace when zero).
 	StopGrace time.Duration
-	// Died, when set, is called once, with an error wrapping ErrExited,
-	// when the process exits without Stop or Kill having been called.
+	// Died, when set, is called once, on a goroutine of its own, with an
+	// error wrapping ErrExited, when the process exits without Stop or
+	// Kill having been called.
 	Died func(error)
 }
 
@@ -142,12 +143,11 @@ func (p *Process) wait(r *os.File, copied <-chan struct{}) {
 	timer := time.NewTimer(drainWait)
 	select {
 	case <-copied:
-	case <-timer.C:
-		_ = r.Close()
-		<-copied
+	case <-timer.C: // a process that left the group holds the output open
 	}
 	timer.Stop()
 	_ = r.Close()
+	<-copied
 	p.out.close()
 	p.exitErr = err
 	close(p.exited)

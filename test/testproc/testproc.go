@@ -21,7 +21,7 @@ const (
 	// before its process group is killed.
 	StopGrace = 15 * time.Second
 	// tailBytes is how much of a process's output is kept for failure
-	// messages: all a test's process writes.
+	// messages and the data race check: more than a test's process writes.
 	tailBytes = 16 << 20
 	// raceMarker is what the race detector prints in a process's stderr.
 	raceMarker = "WARNING: DATA RACE"
