@@ -65,7 +65,8 @@ const (
 	defaultITLBase    = 5 * time.Millisecond
 	defaultITLPerSeq  = 2 * time.Millisecond
 	// routerShutdownTimeout is the router's --shutdown-timeout, below
-	// stopGrace so that SIGTERM always ends it before a SIGKILL.
+	// supervise.DefaultStopGrace so that SIGTERM always ends it before a
+	// SIGKILL.
 	routerShutdownTimeout = 5 * time.Second
 	// maxRequestTimeout bounds one demo request; a request of the demo
 	// takes a few seconds at most, so reaching it means something hung.

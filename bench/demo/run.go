@@ -13,9 +13,10 @@ import (
 	"time"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/startlines"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/loadgen"
+	"github.com/sluice-dev/sluice/internal/startlines"
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // memberHeader is the router's response header naming the member that
@@ -41,22 +42,35 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	}
 	demoDir := filepath.Join(o.outDir, "demo")
 	logDir, tiersDir := filepath.Join(demoDir, "logs"), filepath.Join(demoDir, "tiers")
+	// The processes append to their logs: the logs of an earlier run go.
+	if err := os.RemoveAll(logDir); err != nil {
+		return err
+	}
 	for _, d := range []string{logDir, tiersDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return err
 		}
 	}
 
-	// Any process dying cancels everything with the reason.
+	// Any process dying cancels everything with the reason; the end of ctx
+	// (Ctrl-C) sends SIGTERM to every process group at once.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	var procs []*proc
+	var procs []*supervise.Process
 	defer func() {
 		// The router first (it drains, then exits), then the engines.
 		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop()
+			procs[i].Stop()
 		}
 	}()
+	start := func(name, bin string, args []string, ready func([]byte) bool) error {
+		p, err := supervise.Start(ctx, supervise.Spec{Name: name, Path: filepath.Join(o.binDir, bin), Args: args,
+			Log: filepath.Join(logDir, name+".log"), Ready: ready, Died: fail})
+		if err == nil {
+			procs = append(procs, p)
+		}
+		return err
+	}
 	defer func() {
 		// A failure caused by a dying process is reported as that.
 		if err != nil {
@@ -75,30 +89,23 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 			hidden = o.hiddenLoad
 		}
 		var addr string
-		p, err := startProc(ctx, "engine-"+id, filepath.Join(o.binDir, "enginesim"),
-			engineFlags(&o, tiers.capacity.Spec.ServedModel, hidden), logDir, startlines.EngineAddr(&addr))
-		if err != nil {
+		if err := start("engine-"+id, "enginesim", engineFlags(&o, tiers.capacity.Spec.ServedModel, hidden), startlines.EngineAddr(&addr)); err != nil {
 			return err
 		}
-		procs = append(procs, p)
-		p.watch(fail)
 		st.engines[id] = addr
 	}
 	if err := writeTiers(tiersDir, st.engines, tiers.roundRobin, tiers.capacity); err != nil {
 		return err
 	}
-	p, err := startProc(ctx, "router", filepath.Join(o.binDir, "router"), []string{
+	if err := start("router", "router", []string{
 		"--tiers-dir", tiersDir,
 		"--node-name", tiers.capacity.Spec.NodeName,
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0",
 		"--shutdown-timeout", routerShutdownTimeout.String(),
-	}, logDir, startlines.RouterAddrs(&st.front, &st.admin))
-	if err != nil {
+	}, startlines.RouterAddrs(&st.front, &st.admin)); err != nil {
 		return err
 	}
-	procs = append(procs, p)
-	p.watch(fail)
 	if err := waitReady(ctx, st, tierKey(tiers.roundRobin), tierKey(tiers.capacity)); err != nil {
 		return err
 	}

@@ -99,10 +99,7 @@ func (s *supervisor) cpuMark() (cpuMark, error) {
 	if err != nil {
 		return cpuMark{}, err
 	}
-	s.mu.Lock()
-	children := s.childCPU
-	s.mu.Unlock()
-	return cpuMark{at: time.Now(), machine: m, bench: children + selfCPU()}, nil
+	return cpuMark{at: time.Now(), machine: m, bench: s.childCPU() + selfCPU()}, nil
 }
 
 // usageSince returns the CPU use from start to end.

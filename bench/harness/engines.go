@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/startlines"
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // adminTimeout bounds one call to an admin or debug endpoint; they answer
@@ -95,7 +97,7 @@ func (o engineOptions) args() []string {
 
 // engine is one running enginesim.
 type engine struct {
-	proc *process
+	proc *supervise.Process
 	// addr is its HOST:PORT.
 	addr string
 	// opts are its flags.
@@ -104,10 +106,6 @@ type engine struct {
 
 // url returns the engine's base URL.
 func (e *engine) url() string { return "http://" + e.addr }
-
-// enginesimListening matches enginesim's start line, which it logs at
-// every level ("msg=listening addr=HOST:PORT").
-var enginesimListening = regexp.MustCompile(`msg=listening addr=(127\.0\.0\.1:\d+)`)
 
 // startEngines starts n engines; hidden[i] overrides the hidden load of
 // engine i.
@@ -118,15 +116,12 @@ func (s *supervisor) startEngines(bin, prefix string, n int, opts engineOptions,
 		if h, ok := hidden[i]; ok {
 			o.HiddenLoad = h
 		}
-		p, err := s.start(fmt.Sprintf("%s-engine%d", prefix, i), bin, o.args()...)
+		var addr string
+		p, err := s.start(fmt.Sprintf("%s-engine%d", prefix, i), bin, startlines.EngineAddr(&addr), o.args()...)
 		if err != nil {
 			return out, err
 		}
-		m, err := s.waitLog(p, enginesimListening)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, &engine{proc: p, addr: m[1], opts: o})
+		out = append(out, &engine{proc: p, addr: addr, opts: o})
 	}
 	return out, nil
 }

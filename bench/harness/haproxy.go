@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // haproxyOptions describe the HAProxy instance of a scenario.
@@ -43,7 +45,7 @@ func haproxyConfig(o haproxyOptions) string {
 
 // haproxyProc is one running HAProxy.
 type haproxyProc struct {
-	proc *process
+	proc *supervise.Process
 	addr string
 }
 
@@ -65,12 +67,12 @@ func (s *supervisor) startHAProxy(bin, name, dir string, o haproxyOptions) (*hap
 	if _, err := s.runTool(s.ctx, name+"-check", bin, "-c", "-f", cfg); err != nil {
 		return nil, err
 	}
-	p, err := s.start(name, bin, "-db", "-f", cfg)
+	p, err := s.start(name, bin, nil, "-db", "-f", cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.waitTCP(name, addr); err != nil {
-		return nil, err
+	if err := supervise.WaitTCP(s.ctx, addr, startTimeout); err != nil {
+		return nil, fmt.Errorf("%s accepting connections on %s: %w", name, addr, err)
 	}
 	return &haproxyProc{proc: p, addr: addr}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/loadgen"
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // Scenario 2 (hidden load) constants. The engines model a small batch so
@@ -119,11 +120,11 @@ func runHiddenLoad(env *runEnv) (*hiddenResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var procs []*process
+	var procs []*supervise.Process
 	for _, e := range engines {
 		procs = append(procs, e.proc)
 	}
-	defer func() { sup.stopGroup(procs) }()
+	defer func() { stopGroup(procs) }()
 	tiers := []tierSpec{
 		{Name: "rr", Alias: aliasRoundRobin, Strategy: "RoundRobin", Ceiling: hiddenCeiling, Engines: engines},
 		{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: hiddenCeiling, Engines: engines},

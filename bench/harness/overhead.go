@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // Scenario 1 (proxy overhead) constants.
@@ -104,11 +106,11 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var procs []*process
+	var procs []*supervise.Process
 	for _, e := range engines {
 		procs = append(procs, e.proc)
 	}
-	defer func() { sup.stopGroup(procs) }()
+	defer func() { stopGroup(procs) }()
 	tiers := []tierSpec{
 		{Name: "rr", Alias: aliasRoundRobin, Strategy: "RoundRobin", Ceiling: overheadCeiling, Engines: engines},
 		{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: overheadCeiling, Engines: engines},

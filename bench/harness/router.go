@@ -10,13 +10,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/startlines"
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // Names shared by the engines, the router tiers and the request bodies.
@@ -75,18 +76,11 @@ func (t tierSpec) manifest() string {
 
 // routerProc is one running router.
 type routerProc struct {
-	proc *process
+	proc *supervise.Process
 	// front and admin are the HOST:PORT of its two listeners.
 	front, admin string
 	tiers        []tierSpec
 }
-
-// routerStarted matches the router's start line (JSON, one line).
-var (
-	routerStarted     = regexp.MustCompile(`(?m)^.*"msg":"router started".*$`)
-	routerListen      = regexp.MustCompile(`"listen":"(127\.0\.0\.1:\d+)"`)
-	routerAdminListen = regexp.MustCompile(`"admin_listen":"(127\.0\.0\.1:\d+)"`)
-)
 
 // startRouter writes the tiers into dir and starts the router in files
 // mode on ephemeral loopback ports, then waits until every member of every
@@ -102,7 +96,8 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 	if err := os.WriteFile(filepath.Join(dir, "tiers.yaml"), []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
 		return nil, err
 	}
-	p, err := s.start(name, bin,
+	r := &routerProc{tiers: tiers}
+	p, err := s.start(name, bin, startlines.RouterAddrs(&r.front, &r.admin),
 		"--tiers-dir", dir,
 		"--node-name", benchNode,
 		"--listen", "127.0.0.1:0",
@@ -114,15 +109,7 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.waitLog(p, routerStarted)
-	if err != nil {
-		return nil, err
-	}
-	front, admin := routerListen.FindStringSubmatch(m[0]), routerAdminListen.FindStringSubmatch(m[0])
-	if front == nil || admin == nil {
-		return nil, fmt.Errorf("%w: router start line without listen addresses: %s", errStartTimeout, m[0])
-	}
-	r := &routerProc{proc: p, front: front[1], admin: admin[1], tiers: tiers}
+	r.proc = p
 	err = s.poll("every router member ready", func() (bool, error) {
 		c, err := r.capacity(s.ctx)
 		if err != nil {

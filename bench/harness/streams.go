@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/internal/procstat"
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // Scenario 3 (concurrent SSE streams) constants.
@@ -115,11 +116,11 @@ func runStreams(env *runEnv) (*streamsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var procs []*process
+	var procs []*supervise.Process
 	for _, e := range engines {
 		procs = append(procs, e.proc)
 	}
-	defer func() { sup.stopGroup(procs) }()
+	defer func() { stopGroup(procs) }()
 	tier := tierSpec{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: streamsCeiling, Engines: engines}
 	rt, err := sup.startRouter(env.router, "streams-router", env.dir("streams-tiers"), []tierSpec{tier})
 	if err != nil {
@@ -127,7 +128,7 @@ func runStreams(env *runEnv) (*streamsResult, error) {
 	}
 	procs = append(procs, rt.proc)
 	res := &streamsResult{Streams: streamsCount}
-	if res.Idle, err = procstat.Read(rt.proc.pid()); err != nil {
+	if res.Idle, err = procstat.Read(rt.proc.Pid()); err != nil {
 		return nil, err
 	}
 	if g, ok, err := rt.goroutines(sup.ctx); err != nil {
@@ -145,7 +146,7 @@ func runStreams(env *runEnv) (*streamsResult, error) {
 		}
 		res.Phases = append(res.Phases, p)
 	}
-	if res.Final, err = procstat.Read(rt.proc.pid()); err != nil {
+	if res.Final, err = procstat.Read(rt.proc.Pid()); err != nil {
 		return nil, err
 	}
 	res.HWMKiB = res.Final.HWMKiB
@@ -174,7 +175,7 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 		defer t.Stop()
 		for {
 			at := time.Since(start).Seconds()
-			st, err := procstat.Read(rt.proc.pid())
+			st, err := procstat.Read(rt.proc.Pid())
 			if err == nil {
 				var c adminapi.CapacityView
 				if c, err = rt.capacity(sup.ctx); err == nil {
@@ -260,7 +261,7 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 	if err != nil {
 		return ph, err
 	}
-	if ph.After, err = procstat.Read(rt.proc.pid()); err != nil {
+	if ph.After, err = procstat.Read(rt.proc.Pid()); err != nil {
 		return ph, err
 	}
 	if goroutines {
@@ -279,7 +280,7 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 // returns the last count.
 func settleZero(sup *supervisor, count func() (int, error)) (int, error) {
 	deadline := time.Now().Add(leaseSettle)
-	t := time.NewTicker(pollInterval)
+	t := time.NewTicker(supervise.PollInterval)
 	defer t.Stop()
 	for {
 		n, err := count()

@@ -314,8 +314,8 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 		return nil, err
 	}
 	// The router writes its last decision records when it stops.
-	routerExit := s.router.unexpectedExit()
-	s.router.stop()
+	routerExit := s.router.UnexpectedExit()
+	s.router.Stop()
 	dec, err := s.decisions()
 	if err != nil {
 		return nil, err

@@ -15,11 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/bench/startlines"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/procstat"
 	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/startlines"
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // Stack bounds.
@@ -41,7 +42,8 @@ const (
 	// maxAdminBody bounds an admin response the soak reads.
 	maxAdminBody = 1 << 20
 	// routerShutdownTimeout is the router's --shutdown-timeout, below
-	// stopGrace so that SIGTERM always ends it before a SIGKILL.
+	// supervise.DefaultStopGrace so that SIGTERM always ends it before a
+	// SIGKILL.
 	routerShutdownTimeout = 5 * time.Second
 	// tiersPollInterval is the router's --tiers-poll-interval: its minimum,
 	// so that reconfiguration lands quickly.
@@ -76,9 +78,9 @@ type stack struct {
 	settings        engineSettings
 
 	mu      sync.Mutex
-	engines map[string]*proc // by member id
+	engines map[string]*supervise.Process // by member id
 	addrs   map[string]string
-	router  *proc
+	router  *supervise.Process
 	front   string // http://host:port
 	admin   string
 
@@ -93,7 +95,7 @@ func newStack(binDir, workDir string, settings engineSettings) (*stack, error) {
 		tiersDir:  filepath.Join(workDir, "tiers"),
 		logDir:    filepath.Join(workDir, "logs"),
 		engineDir: filepath.Join(workDir, "engines"),
-		engines:   map[string]*proc{},
+		engines:   map[string]*supervise.Process{},
 		addrs:     map[string]string{},
 		http:      &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}},
 	}
@@ -126,8 +128,7 @@ func (s *stack) engineArgs(id, listen string) []string {
 // time, its address after a kill).
 func (s *stack) startEngine(ctx context.Context, id, listen string) error {
 	var addr string
-	p, err := startProc(ctx, "engine-"+id, filepath.Join(s.binDir, "enginesim"), s.engineArgs(id, listen),
-		s.logDir, startlines.EngineAddr(&addr))
+	p, err := s.start(ctx, "engine-"+id, "enginesim", s.engineArgs(id, listen), startlines.EngineAddr(&addr))
 	if err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func (s *stack) startEngine(ctx context.Context, id, listen string) error {
 // startRouter starts the router on the manifest directory.
 func (s *stack) startRouter(ctx context.Context) error {
 	var front, admin string
-	p, err := startProc(ctx, "router", filepath.Join(s.binDir, "router"), []string{
+	p, err := s.start(ctx, "router", "router", []string{
 		"--tiers-dir", s.tiersDir,
 		"--tiers-poll-interval", tiersPollInterval.String(),
 		"--node-name", nodeName,
@@ -148,7 +149,7 @@ func (s *stack) startRouter(ctx context.Context) error {
 		"--admin-listen", "127.0.0.1:0",
 		"--shutdown-timeout", routerShutdownTimeout.String(),
 		"--decision-log-file", s.decisionLog(),
-	}, s.logDir, startlines.RouterAddrs(&front, &admin))
+	}, startlines.RouterAddrs(&front, &admin))
 	if err != nil {
 		return err
 	}
@@ -156,19 +157,27 @@ func (s *stack) startRouter(ctx context.Context) error {
 	return nil
 }
 
+// start starts program bin of the bin directory as name, its output
+// appended to the log directory's name.log (a restarted engine's too), and
+// waits until ready accepts a line of it.
+func (s *stack) start(ctx context.Context, name, bin string, args []string, ready func([]byte) bool) (*supervise.Process, error) {
+	return supervise.Start(ctx, supervise.Spec{Name: name, Path: filepath.Join(s.binDir, bin), Args: args,
+		Log: filepath.Join(s.logDir, name+".log"), Ready: ready})
+}
+
 // stop stops the router, then every engine.
 func (s *stack) stop() {
 	if s.router != nil {
-		s.router.stop()
+		s.router.Stop()
 	}
 	s.mu.Lock()
-	engines := make([]*proc, 0, len(s.engines))
+	engines := make([]*supervise.Process, 0, len(s.engines))
 	for _, p := range s.engines {
 		engines = append(engines, p)
 	}
 	s.mu.Unlock()
 	for _, p := range engines {
-		p.stop()
+		p.Stop()
 	}
 }
 
@@ -179,7 +188,7 @@ func (s *stack) kill(id string) (time.Time, error) {
 	p := s.engines[id]
 	s.mu.Unlock()
 	at := time.Now()
-	return at, p.kill()
+	return at, p.Kill()
 }
 
 // restart starts member id's engine again on its port.
@@ -306,10 +315,10 @@ func (s *stack) sample(ctx context.Context) (resources, error) {
 	if r.Goroutines, err = parseGoroutines(body); err != nil {
 		return r, err
 	}
-	if r.FDs, err = processFDs(s.router.pid()); err != nil {
+	if r.FDs, err = processFDs(s.router.Pid()); err != nil {
 		return r, err
 	}
-	mem, err := procstat.Read(s.router.pid())
+	mem, err := procstat.Read(s.router.Pid())
 	r.RSSKiB = mem.RSSKiB
 	return r, err
 }

@@ -93,10 +93,10 @@ func TestCeilingsHoldUnderConcurrency(t *testing.T) {
 				id := fmt.Sprintf("m%d", i)
 				t.Logf("member %s: ceiling %d, engine max in flight %d, engine requests %d", id, ceilings[i], s.MaxInFlight, s.TotalRequests)
 				if s.MaxInFlight > int(ceilings[i]) {
-					t.Errorf("%s (member %s): engine saw %d requests at once, ceiling %d", e.name, id, s.MaxInFlight, ceilings[i])
+					t.Errorf("%s (member %s): engine saw %d requests at once, ceiling %d", e.Name(), id, s.MaxInFlight, ceilings[i])
 				}
 				if s.MaxInFlight == 0 || s.InFlight != 0 {
-					t.Errorf("%s: max in flight %d, in flight now %d", e.name, s.MaxInFlight, s.InFlight)
+					t.Errorf("%s: max in flight %d, in flight now %d", e.Name(), s.MaxInFlight, s.InFlight)
 				}
 				// The router's count of admissions to the member equals
 				// the engine's count of requests.

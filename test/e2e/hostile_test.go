@@ -97,7 +97,7 @@ func TestHostileTrafficBounded(t *testing.T) {
 		t.Error(f)
 	}
 
-	mem, err := procstat.Read(r.cmd.Process.Pid)
+	mem, err := procstat.Read(r.Pid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,9 @@ func TestEngineKilledMidStreamReleasesLeases(t *testing.T) {
 		t.Fatalf("engine has %d requests in flight, want %d", s.InFlight, streams)
 	}
 
-	victim.kill(t)
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	for i, s := range open {
 		tokens, done, err := s.finish()
 		if done || tokens >= 2000 {
@@ -40,7 +42,7 @@ func TestEngineKilledMidStreamReleasesLeases(t *testing.T) {
 	// The router is still up; a new request to the dead member is answered
 	// by the router (502 while the member still reads ready, 503 once its
 	// probe failed) and leaves no lease behind either.
-	if !r.running() {
+	if !r.Running() {
 		t.Fatal("router exited")
 	}
 	resp, err := postJSON(context.Background(), r.baseURL()+"/chat/completions",

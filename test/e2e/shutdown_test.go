@@ -29,7 +29,9 @@ func TestRouterSIGTERMDrainsStreams(t *testing.T) {
 	}
 	r.awaitActive(t, tr.key(), streams)
 
-	r.signal(syscall.SIGTERM)
+	if err := r.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "front door refusing connections", func() (bool, string) {
 		d := net.Dialer{Timeout: dialTimeout}
 		ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
@@ -60,8 +62,8 @@ func TestRouterSIGTERMDrainsStreams(t *testing.T) {
 			t.Fatalf("stream %d: %d tokens, done %v, err %v; want all %d and [DONE]", i, got, done, err, tokens)
 		}
 	}
-	if err := r.awaitExit(t); exitCode(err) != 0 {
-		t.Fatalf("router exited with %v:\n%s", err, r.out.String())
+	if err := awaitExit(t, r.Process); exitCode(err) != 0 {
+		t.Fatalf("router exited with %v:\n%s", err, r.Tail())
 	}
 }
 

@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/startlines"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/startlines"
+	"github.com/sluice-dev/sluice/internal/supervise"
+	"github.com/sluice-dev/sluice/test/testproc"
 )
 
 // Names shared by the tests.
@@ -39,7 +41,7 @@ const (
 	// httpTimeout bounds one admin or debug call.
 	httpTimeout = 5 * time.Second
 	// routerShutdownTimeout is the router's --shutdown-timeout: long
-	// enough for the drain test's streams, below stopGrace.
+	// enough for the drain test's streams, below testproc.StopGrace.
 	routerShutdownTimeout = 10 * time.Second
 	// maxBody bounds the bodies the tests read.
 	maxBody = 4 << 20
@@ -68,7 +70,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 
 // engine is a running enginesim process.
 type engine struct {
-	*process
+	*supervise.Process
 	addr string
 }
 
@@ -89,7 +91,7 @@ func startEngine(t *testing.T, name string, extra ...string) *engine {
 	args = append(args, fastEngine...)
 	args = append(args, extra...)
 	e := &engine{}
-	e.process = startProcess(t, name, bins.enginesim, args, startlines.EngineAddr(&e.addr))
+	e.Process = testproc.Start(t, t, name, bins.enginesim, args, startlines.EngineAddr(&e.addr))
 	return e
 }
 
@@ -107,7 +109,7 @@ func (e *engine) stats(t *testing.T) engineStats {
 	t.Helper()
 	var s engineStats
 	if err := getJSON(e.url()+"/debug/stats", &s); err != nil {
-		t.Fatalf("%s stats: %v", e.name, err)
+		t.Fatalf("%s stats: %v", e.Name(), err)
 	}
 	return s
 }
@@ -117,10 +119,10 @@ func (e *engine) reset(t *testing.T) {
 	t.Helper()
 	resp, err := postJSON(context.Background(), e.url()+"/debug/reset", "")
 	if err != nil {
-		t.Fatalf("%s reset: %v", e.name, err)
+		t.Fatalf("%s reset: %v", e.Name(), err)
 	}
 	if resp.status != http.StatusNoContent {
-		t.Fatalf("%s reset: status %d", e.name, resp.status)
+		t.Fatalf("%s reset: status %d", e.Name(), resp.status)
 	}
 }
 
@@ -177,7 +179,7 @@ func (t tier) manifest() ([]byte, error) {
 
 // router is a running router process.
 type router struct {
-	*process
+	*supervise.Process
 	front, admin string
 	// dir is the --tiers-dir the router watches.
 	dir string
@@ -215,7 +217,7 @@ func startRouterBin(t *testing.T, bin string, extra []string, tiers ...tier) *ro
 		"--shutdown-grace", "0s",
 	}
 	args = append(args, extra...)
-	r.process = startProcess(t, "router", bin, args, startlines.RouterAddrs(&r.front, &r.admin))
+	r.Process = testproc.Start(t, t, "router", bin, args, startlines.RouterAddrs(&r.front, &r.admin))
 	for _, tr := range tiers {
 		eventually(t, "members of "+tr.key()+" ready", func() (bool, string) {
 			v, err := r.tierCapacity(tr.key())

@@ -247,7 +247,7 @@ func checkPlacement(t *testing.T, r *router, tr tier) {
 			t.Errorf("member %s holds %d streams, ceiling %d", m.id, active[i], m.ceiling)
 		}
 		if s := m.engine.stats(t); s.InFlight != int(m.ceiling) || s.MaxInFlight > int(m.ceiling) {
-			t.Errorf("%s: engine in flight %d, max %d, ceiling %d", m.engine.name, s.InFlight, s.MaxInFlight, m.ceiling)
+			t.Errorf("%s: engine in flight %d, max %d, ceiling %d", m.engine.Name(), s.InFlight, s.MaxInFlight, m.ceiling)
 		}
 	}
 	resp, err := postJSON(ctx, r.baseURL()+"/chat/completions", chatBody(tr.alias, 16, false))
@@ -325,7 +325,7 @@ func checkLoad(t *testing.T, r *router, tr tier) {
 	for _, m := range tr.members {
 		s := m.engine.stats(t)
 		if s.MaxInFlight > int(m.ceiling) || s.InFlight != 0 {
-			t.Errorf("%s (member %s): engine max in flight %d, now %d, ceiling %d", m.engine.name, m.id, s.MaxInFlight, s.InFlight, m.ceiling)
+			t.Errorf("%s (member %s): engine max in flight %d, now %d, ceiling %d", m.engine.Name(), m.id, s.MaxInFlight, s.InFlight, m.ceiling)
 		}
 	}
 }
@@ -727,7 +727,7 @@ func checkEvidence(t *testing.T, decisions, logs string, engines map[string]*eng
 	ceilings := map[string]int{"a": 2, "b": 4, "c": 6, "f": 3, "g": 3, "d": 4, "e": 4, "x": 2}
 	total := 0
 	for name := range engines {
-		lines := readRequestLog(t, filepath.Join(logs, engines[name].name+".jsonl"))
+		lines := readRequestLog(t, filepath.Join(logs, engines[name].Name()+".jsonl"))
 		var ids []string
 		peak := 0
 		for _, l := range lines {

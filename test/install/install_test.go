@@ -29,7 +29,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/internal/startlines"
+	"github.com/sluice-dev/sluice/internal/supervise"
 	"github.com/sluice-dev/sluice/test/testproc"
 )
 
@@ -85,7 +86,7 @@ type installed struct {
 	bins map[string]string
 	// The programs' ServiceAccounts, from the Deployment and the DaemonSet.
 	managerNS, managerSA, routerNS, routerSA string
-	manager, router                          *testproc.Process
+	manager, router                          *supervise.Process
 	routerFront                              string
 	metricsAddr                              string
 	engines                                  []string // base URLs
@@ -537,7 +538,7 @@ func (in *installed) leastPrivilege(t *testing.T) int64 {
 		}
 	}
 	// A program that exited would make fewer requests than it needs.
-	for _, p := range []*testproc.Process{in.manager, in.router} {
+	for _, p := range []*supervise.Process{in.manager, in.router} {
 		if !p.Running() {
 			t.Fatalf("%s exited during the flow", p.Name())
 		}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/bench/startlines"
+	"github.com/sluice-dev/sluice/internal/startlines"
 	"github.com/sluice-dev/sluice/test/testproc"
 )
 

@@ -1,11 +1,10 @@
 //go:build !linux
 
-package testproc
+package supervise
 
 import "syscall"
 
-// sysProcAttr puts a child in its own process group; the test stops the
-// whole group.
+// sysProcAttr puts a child in its own process group.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -1,10 +1,11 @@
 // Package startlines reads the start lines the router and the engine
-// simulator log, which name the addresses they listen on. The demo, and the
-// multi-process tests start the real binaries on port 0 and learn their
-// ports from these lines, so this package is the one place that knows their
-// format: the router's JSON line `"msg":"router started"` with `listen` and
-// `admin_listen`, and enginesim's text line `msg=listening addr=HOST:PORT`.
-// Log is the process output such a program waits on for them.
+// simulator log, which name the addresses they listen on. The demo, the
+// chaos soak, the benchmark harness and the multi-process tests start the
+// real binaries on port 0 and learn their ports from these lines, so this
+// package is the one place that knows their format: the router's JSON line
+// `"msg":"router started"` with `listen` and `admin_listen`, and
+// enginesim's text line `msg=listening addr=HOST:PORT`. Its matchers are
+// the ready matchers of internal/supervise.
 package startlines
 
 import (
