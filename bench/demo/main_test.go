@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -242,20 +241,5 @@ func TestWriteReportAndChart(t *testing.T) {
 		if !strings.Contains(string(svg), want) {
 			t.Errorf("chart lacks %q", want)
 		}
-	}
-}
-
-func TestPollReportsTheLastReason(t *testing.T) {
-	err := poll(context.Background(), 3*pollInterval, "thing", func() (bool, string, error) { return false, "still waiting", nil })
-	if err == nil || !strings.Contains(err.Error(), "still waiting") {
-		t.Fatalf("poll = %v", err)
-	}
-	calls := 0
-	err = poll(context.Background(), time.Minute, "thing", func() (bool, string, error) {
-		calls++
-		return calls == 2, "", nil
-	})
-	if err != nil || calls != 2 {
-		t.Fatalf("poll = %v after %d calls", err, calls)
 	}
 }

@@ -139,7 +139,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 
 // waitReady waits until every member of both tiers is ready.
 func waitReady(ctx context.Context, st stack, tierKeys ...string) error {
-	return poll(ctx, readyTimeout, "every member ready", func() (bool, string, error) {
+	return supervise.Poll(ctx, readyTimeout, "every member ready", func() (bool, string, error) {
 		var v adminapi.CapacityView
 		if err := getJSON(ctx, "http://"+st.admin+"/admin/v1/capacity", &v); err != nil {
 			return false, "", err
@@ -161,7 +161,7 @@ func waitReady(ctx context.Context, st stack, tierKeys ...string) error {
 
 // waitFresh waits until every member of the tier has fresh pressure.
 func waitFresh(ctx context.Context, st stack, key string) error {
-	return poll(ctx, readyTimeout, "fresh pressure for "+key, func() (bool, string, error) {
+	return supervise.Poll(ctx, readyTimeout, "fresh pressure for "+key, func() (bool, string, error) {
 		v, err := tierCapacity(ctx, st, key)
 		if err != nil {
 			return false, "", err
@@ -191,7 +191,7 @@ func tierCapacity(ctx context.Context, st stack, key string) (adminapi.TierCapac
 // waitIdle waits until every engine has no request in flight or waiting and
 // the tier holds no lease.
 func waitIdle(ctx context.Context, st stack, key string) error {
-	return poll(ctx, idleTimeout, "engines and router idle", func() (bool, string, error) {
+	return supervise.Poll(ctx, idleTimeout, "engines and router idle", func() (bool, string, error) {
 		for id, addr := range st.engines {
 			var s engineStats
 			if err := getJSON(ctx, "http://"+addr+"/debug/stats", &s); err != nil {

@@ -21,9 +21,6 @@ import (
 
 // Bounds of the demo's polling and HTTP calls.
 const (
-	// pollInterval is how often the demo polls the router's admin API and
-	// the engines' /debug/stats while it waits for a condition.
-	pollInterval = 100 * time.Millisecond
 	// readyTimeout bounds the wait for every member to be ready (probes
 	// run every 2 s) and for the Capacity tier's pressure to be fresh
 	// (sampled 1 s apart once requests flow).
@@ -200,35 +197,6 @@ func post(ctx context.Context, url string, wantStatus int) error {
 		return fmt.Errorf("POST %s: status %d", url, resp.StatusCode)
 	}
 	return nil
-}
-
-// poll calls cond every pollInterval until it reports true, returns an
-// error, or timeout passes (then the last reason cond gave is reported).
-func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
-	reason := "not checked yet"
-	for {
-		ok, why, err := cond()
-		switch {
-		case err != nil:
-			reason = err.Error()
-		case ok:
-			return nil
-		default:
-			reason = why
-		}
-		select {
-		case <-ctx.Done():
-			if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
-				return cause
-			}
-			return fmt.Errorf("%s: not reached within %v: %s", what, timeout, reason)
-		case <-ticker.C:
-		}
-	}
 }
 
 // engineFlags are the enginesim command-line flags of one member. Like a

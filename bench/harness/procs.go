@@ -95,10 +95,10 @@ func (s *supervisor) start(name, bin string, ready func([]byte) bool, args ...st
 
 // poll waits, as supervise.Poll does, for what under the run's context.
 func (s *supervisor) poll(what string, cond func() (bool, error)) error {
-	if err := supervise.Poll(s.ctx, startTimeout, cond); err != nil {
-		return fmt.Errorf("waiting for %s: %w", what, err)
-	}
-	return nil
+	return supervise.Poll(s.ctx, startTimeout, what, func() (bool, string, error) {
+		done, err := cond()
+		return done, "", err
+	})
 }
 
 // stopAll stops every process still running, the last started first.

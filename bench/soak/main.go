@@ -17,6 +17,7 @@ import (
 	"time"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // Defaults of the run (docs/RELIABILITY.md#running-it explains them).
@@ -289,7 +290,7 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 		return nil, err
 	}
 	var final resources
-	settleErr := poll(ctx, settleTimeout, "resources back to baseline", func() (bool, string, error) {
+	settleErr := supervise.Poll(ctx, settleTimeout, "resources back to baseline", func() (bool, string, error) {
 		r, err := s.sample(ctx)
 		if err != nil {
 			return false, "", err
@@ -298,7 +299,7 @@ func soak(ctx context.Context, o options, progress io.Writer) (*report, error) {
 		diff := checkResources(base, r, o.slack)
 		return len(diff) == 0, strings.Join(diff, ", "), nil
 	})
-	if settleErr != nil && !errors.Is(settleErr, errNotReached) {
+	if settleErr != nil && !errors.Is(settleErr, supervise.ErrTimeout) {
 		return nil, settleErr
 	}
 	serving := send(ctx, client, s.front, requestSpec{id: fmt.Sprintf("soak-%d-final", o.seed), chat: true, tokens: minTokens})

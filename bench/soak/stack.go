@@ -25,9 +25,6 @@ import (
 
 // Stack bounds.
 const (
-	// pollInterval is how often the soak polls the admin API while it
-	// waits for a condition.
-	pollInterval = 20 * time.Millisecond
 	// applyTimeout bounds the wait for the router to apply a manifest: the
 	// directory is reread every 100 ms.
 	applyTimeout = 10 * time.Second
@@ -55,8 +52,6 @@ const (
 
 // Stack errors.
 var (
-	// errNotReached reports a condition not reached within its bound.
-	errNotReached = errors.New("soak: condition not reached in time")
 	// errAdminStatus reports an admin call answered with an unexpected
 	// status.
 	errAdminStatus = errors.New("soak: unexpected admin status")
@@ -218,7 +213,7 @@ func (s *stack) apply(ctx context.Context, c tierConfig) error {
 	if err := writeManifest(s.tiersDir, c, addrs); err != nil {
 		return err
 	}
-	err := poll(ctx, applyTimeout, "configuration applied", func() (bool, string, error) {
+	err := supervise.Poll(ctx, applyTimeout, "configuration applied", func() (bool, string, error) {
 		var v adminapi.TierView
 		if err := s.getJSON(ctx, s.admin+"/admin/v1/tiers/"+tierKey, &v); err != nil {
 			return false, "", err
@@ -242,7 +237,7 @@ func (s *stack) capacity(ctx context.Context) (adminapi.CapacityView, error) {
 
 // awaitReady waits until every member of c is ready.
 func (s *stack) awaitReady(ctx context.Context, c tierConfig) error {
-	return poll(ctx, readyTimeout, "members ready", func() (bool, string, error) {
+	return supervise.Poll(ctx, readyTimeout, "members ready", func() (bool, string, error) {
 		v, err := s.capacity(ctx)
 		if err != nil {
 			return false, "", err
@@ -268,7 +263,7 @@ func (s *stack) awaitReady(ctx context.Context, c tierConfig) error {
 // returns what still holds one when the bound passes.
 func (s *stack) awaitNoLeases(ctx context.Context, timeout time.Duration) ([]string, error) {
 	var left []string
-	err := poll(ctx, timeout, "no lease held", func() (bool, string, error) {
+	err := supervise.Poll(ctx, timeout, "no lease held", func() (bool, string, error) {
 		v, err := s.capacity(ctx)
 		if err != nil {
 			return false, "", err
@@ -276,7 +271,7 @@ func (s *stack) awaitNoLeases(ctx context.Context, timeout time.Duration) ([]str
 		left = checkLeases(v)
 		return len(left) == 0, fmt.Sprint(left), nil
 	})
-	if errors.Is(err, errNotReached) {
+	if errors.Is(err, supervise.ErrTimeout) {
 		return left, nil
 	}
 	return left, err
@@ -338,7 +333,7 @@ func (s *stack) quietSample(ctx context.Context) (resources, error) {
 	case <-t.C:
 	}
 	var last resources
-	err := poll(ctx, settleTimeout, "a quiet router", func() (bool, string, error) {
+	err := supervise.Poll(ctx, settleTimeout, "a quiet router", func() (bool, string, error) {
 		r, err := s.sample(ctx)
 		if err != nil {
 			return false, "", err
@@ -347,7 +342,7 @@ func (s *stack) quietSample(ctx context.Context) (resources, error) {
 		last = r
 		return same, fmt.Sprintf("goroutines %d, fds %d", r.Goroutines, r.FDs), nil
 	})
-	if err != nil && !errors.Is(err, errNotReached) {
+	if err != nil && !errors.Is(err, supervise.ErrTimeout) {
 		return resources{}, err
 	}
 	return last, nil
@@ -522,34 +517,4 @@ func parseEngineLog(raw []byte) ([]engineRecord, error) {
 		out = append(out, r)
 	}
 	return out, sc.Err()
-}
-
-// poll calls cond every pollInterval until it reports true, returns an
-// error, or timeout passes (then the last reason is reported, wrapped in
-// errNotReached).
-func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
-	reason := "not checked yet"
-	for {
-		ok, why, err := cond()
-		switch {
-		case err != nil:
-			reason = err.Error()
-		case ok:
-			return nil
-		default:
-			reason = why
-		}
-		select {
-		case <-ctx.Done():
-			if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
-				return cause
-			}
-			return fmt.Errorf("%w: %s within %v: %s", errNotReached, what, timeout, reason)
-		case <-ticker.C:
-		}
-	}
 }

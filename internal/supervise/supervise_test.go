@@ -139,14 +139,14 @@ func awaitGone(t *testing.T, pid int) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	err := Poll(t.Context(), waitBound, func() (bool, error) {
+	err := Poll(t.Context(), waitBound, "process gone", func() (bool, string, error) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
-			return true, nil
+			return true, "", nil
 		}
 		// The state follows the parenthesised command name.
 		i := bytes.LastIndexByte(b, ')')
-		return i > 0 && len(b) > i+2 && b[i+2] == 'Z', nil
+		return i > 0 && len(b) > i+2 && b[i+2] == 'Z', "still running", nil
 	})
 	if err != nil {
 		t.Fatalf("process %d still runs: %v", pid, err)
@@ -382,23 +382,35 @@ func TestOutputTailAndLines(t *testing.T) {
 	}
 }
 
-// TestPoll: a condition met, an error, the timeout and the context's end.
+// TestPoll: a condition met, errors and reasons polled on, the timeout
+// naming the last reason, and the context's end.
 func TestPoll(t *testing.T) {
 	n := 0
-	if err := Poll(t.Context(), waitBound, func() (bool, error) { n++; return n == 3, nil }); err != nil || n != 3 {
+	if err := Poll(t.Context(), waitBound, "three calls", func() (bool, string, error) { n++; return n == 3, "", nil }); err != nil || n != 3 {
 		t.Fatalf("met after %d calls: %v", n, err)
 	}
-	boom := errors.New("boom")
-	if err := Poll(t.Context(), waitBound, func() (bool, error) { return false, boom }); !errors.Is(err, boom) {
-		t.Fatalf("err %v, want the condition's", err)
+	n = 0
+	err := Poll(t.Context(), waitBound, "an answer", func() (bool, string, error) {
+		if n++; n < 3 {
+			return false, "", errors.New("connection refused")
+		}
+		return true, "", nil
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("an error is polled on: %v after %d calls", err, n)
 	}
-	if err := Poll(t.Context(), 50*time.Millisecond, func() (bool, error) { return false, nil }); !errors.Is(err, ErrTimeout) {
-		t.Fatalf("err %v, want ErrTimeout", err)
+	err = Poll(t.Context(), 50*time.Millisecond, "thing", func() (bool, string, error) { return false, "still waiting", nil })
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "thing not reached within 50ms: still waiting") {
+		t.Fatalf("err %v, want ErrTimeout with the last reason", err)
+	}
+	err = Poll(t.Context(), 50*time.Millisecond, "thing", func() (bool, string, error) { return false, "", errors.New("boom") })
+	if !errors.Is(err, ErrTimeout) || !strings.HasSuffix(err.Error(), ": boom") {
+		t.Fatalf("err %v, want ErrTimeout with the last error", err)
 	}
 	ctx, cancel := context.WithCancelCause(t.Context())
 	cause := errors.New("interrupted")
 	cancel(cause)
-	if err := Poll(ctx, waitBound, func() (bool, error) { return false, nil }); !errors.Is(err, cause) {
+	if err := Poll(ctx, waitBound, "thing", func() (bool, string, error) { return false, "", nil }); !errors.Is(err, cause) {
 		t.Fatalf("err %v, want the context's cause", err)
 	}
 }

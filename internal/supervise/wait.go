@@ -15,19 +15,28 @@ const PollInterval = 20 * time.Millisecond
 // dialTimeout bounds one connection attempt of WaitTCP.
 const dialTimeout = time.Second
 
-// Poll calls cond every PollInterval until it returns true or an error. It
-// fails with an error wrapping ErrTimeout once timeout passed, and with
-// ctx's cause when ctx ends.
-func Poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+// Poll calls cond every PollInterval until it reports done. A condition
+// not met yet says why, or returns an error, which Poll takes as the reason
+// and polls on: a process still starting refuses connections. Once timeout
+// passed Poll fails with an error wrapping ErrTimeout that names what and
+// the last reason; when ctx ends it fails with ctx's cause.
+func Poll(ctx context.Context, timeout time.Duration, what string, cond func() (done bool, why string, err error)) error {
 	deadline := time.Now().Add(timeout)
 	ticker := time.NewTicker(PollInterval)
 	defer ticker.Stop()
+	reason := "not checked yet"
 	for {
-		if ok, err := cond(); ok || err != nil {
-			return err
+		done, why, err := cond()
+		switch {
+		case err != nil:
+			reason = err.Error()
+		case done:
+			return nil
+		default:
+			reason = why
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w after %v", ErrTimeout, timeout)
+			return fmt.Errorf("%w: %s not reached within %v: %s", ErrTimeout, what, timeout, reason)
 		}
 		select {
 		case <-ctx.Done():
@@ -40,15 +49,16 @@ func Poll(ctx context.Context, timeout time.Duration, cond func() (bool, error))
 // WaitTCP waits, as Poll does, until addr accepts a TCP connection: the
 // readiness of a process that logs no ready line.
 func WaitTCP(ctx context.Context, addr string, timeout time.Duration) error {
-	return Poll(ctx, timeout, func() (bool, error) {
+	return Poll(ctx, timeout, addr+" accepting connections", func() (bool, string, error) {
 		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 		defer cancel()
 		var d net.Dialer
 		c, err := d.DialContext(dctx, "tcp", addr)
 		if err != nil {
-			return false, nil
+			return false, "", err
 		}
-		return true, c.Close()
+		_ = c.Close()
+		return true, "", nil
 	})
 }
 
