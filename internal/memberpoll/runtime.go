@@ -82,11 +82,11 @@ type Options[M Member, R, V any] struct {
 	Workers int
 	// MinTierMembers is the smallest tier Reconfigure accepts (at least one).
 	MinTierMembers int
-	// Interval is how long after a member's last collection completed
-	// Snapshot finds it due again.
+	// Interval is how long after a member's last collection completed a
+	// scheduling Read finds it due again.
 	Interval time.Duration
 	// RequestNew makes Reconfigure request every member it adds or
-	// replaces; otherwise a new member waits for a Snapshot.
+	// replaces; otherwise a new member waits for a scheduling Read.
 	RequestNew bool
 	// Collected, when set, is called by the worker after each collection was
 	// published or discarded, outside the lock.
@@ -165,7 +165,7 @@ func (r *Runtime[M, R, V]) Reconfigure(tiers []Tier[M]) error {
 	var added []*member[M, R]
 	for _, t := range tiers {
 		for _, reg := range t.Members {
-			m := find(r.tiers[t.Key], reg.MemberID())
+			m, _ := r.lookup(t.Key, reg.MemberID())
 			if m != nil && m.Member == reg {
 				kept[m] = true
 			} else {
@@ -231,15 +231,6 @@ func (r *Runtime[M, R, V]) validate(tiers []Tier[M]) error {
 	return nil
 }
 
-func find[M Member, R any](ms []*member[M, R], id string) *member[M, R] {
-	for _, m := range ms {
-		if m.Member.MemberID() == id {
-			return m
-		}
-	}
-	return nil
-}
-
 // Read returns the projection of every member of tier now, as a new map
 // the caller owns, and never waits. With schedule it queues every member
 // that is due: polled, neither queued nor running, and never collected or
@@ -297,8 +288,10 @@ func (r *Runtime[M, R, V]) lookup(tier, id string) (*member[M, R], error) {
 	if !ok {
 		return nil, ErrUnknownTier
 	}
-	if m := find(ms, id); m != nil {
-		return m, nil
+	for _, m := range ms {
+		if m.Member.MemberID() == id {
+			return m, nil
+		}
 	}
 	return nil, ErrUnknownMember
 }
@@ -323,7 +316,7 @@ func (r *Runtime[M, R, V]) RequestAll() {
 func (r *Runtime[M, R, V]) Invalidate(tier, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if m, err := r.lookup(tier, id); err == nil {
+	if m, err := r.lookup(tier, id); err == nil && !r.closed {
 		var zero R
 		m.Result, m.Completed, m.discard = zero, time.Time{}, m.seq
 		r.request(m)
@@ -419,20 +412,20 @@ func (r *Runtime[M, R, V]) startWorkers() {
 func (r *Runtime[M, R, V]) work() {
 	defer r.wg.Done()
 	for {
-		j, ok := r.next()
+		m, ctx, started, ok := r.next()
 		if !ok {
 			return
 		}
-		r.publish(j, r.opts.Collect(j.ctx, j.m.Member, j.started))
+		r.publish(m, ctx, r.opts.Collect(ctx, m.Member, started))
 		if r.opts.Collected != nil {
-			r.opts.Collected(j.m.Member.MemberID())
+			r.opts.Collected(m.Member.MemberID())
 		}
 	}
 }
 
 // next waits for a queued member, or returns false once stopped, and marks
 // the member running.
-func (r *Runtime[M, R, V]) next() (job[M, R], bool) {
+func (r *Runtime[M, R, V]) next() (*member[M, R], context.Context, time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for r.ctx != nil && len(r.queue) == 0 {
@@ -440,36 +433,26 @@ func (r *Runtime[M, R, V]) next() (job[M, R], bool) {
 	}
 	if r.ctx == nil {
 		r.workers--
-		return job[M, R]{}, false
+		return nil, nil, time.Time{}, false
 	}
 	m := r.queue[0]
 	r.queue[0], r.queue = nil, r.queue[1:]
+	ctx, cancel := context.WithCancel(r.ctx)
 	m.seq++
-	m.queued, m.Running, m.Started = false, true, r.opts.Clock.Now()
+	m.queued, m.Running, m.Started, m.cancel = false, true, r.opts.Clock.Now(), cancel
 	r.busy++
-	j := job[M, R]{m: m, seq: m.seq, started: m.Started}
-	j.ctx, m.cancel = context.WithCancel(r.ctx)
-	return j, true
-}
-
-// job is one collection handed to a worker.
-type job[M Member, R any] struct {
-	m       *member[M, R]
-	ctx     context.Context
-	seq     uint64
-	started time.Time
+	return m, ctx, m.Started, true
 }
 
 // publish stores a result unless its collection was cancelled (the member
 // removed or replaced, Stop, Close) or invalidated, and queues the member
 // again if it was requested meanwhile.
-func (r *Runtime[M, R, V]) publish(j job[M, R], res R) {
+func (r *Runtime[M, R, V]) publish(m *member[M, R], ctx context.Context, res R) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := j.m
-	if j.ctx.Err() == nil {
-		m.finished = j.seq
-		if j.seq > m.discard {
+	if ctx.Err() == nil { // m.seq is still this collection's number
+		m.finished = m.seq
+		if m.seq > m.discard {
 			m.Result, m.Completed = res, r.opts.Clock.Now()
 		}
 	}

@@ -1,6 +1,7 @@
 package pressure
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -12,19 +13,9 @@ import (
 )
 
 const (
-	// MaxMembers bounds the members registered in one Cache, across all its
-	// tiers: the router-wide member bound
-	// (docs/CONFIGURATION.md#1-router-flags: sixteen full tiers of sixteen).
-	// It bounds the queue too, since each member has at most one pending
-	// refresh.
-	MaxMembers = memberpoll.MaxMembers
-
 	// MinTierMembers is the smallest Capacity tier: a tier of one member is
 	// direct and never ranked, so it has no use for pressure.
 	MinTierMembers = scheduler.MinMembers
-
-	// MaxTierMembers is the largest Capacity tier, the bound Rank accepts.
-	MaxTierMembers = memberpoll.MaxTierMembers
 
 	// MaxWorkers bounds the goroutines that collect samples for the whole
 	// Cache (docs/PRESSURE.md#the-cache). Two let one stalled endpoint hold a
@@ -53,7 +44,7 @@ type Options struct {
 }
 
 // Tier registers one Capacity tier with a Cache: its key and
-// MinTierMembers..MaxTierMembers members with unique ids.
+// MinTierMembers..memberpoll.MaxTierMembers members with unique ids.
 type Tier = memberpoll.Tier[Member]
 
 // Member registers one member of a Capacity tier.
@@ -79,30 +70,24 @@ func (m Member) MemberID() string { return m.ID }
 // refreshes it in the background. Snapshot and Peek never wait for
 // collection; collection runs on at most MaxWorkers goroutines, started
 // lazily by the first Snapshot that schedules work and stopped by Close.
-// The shared member-polling runtime (internal/memberpoll) owns registration,
-// due logic, the workers, single-flight and cancellation; the Cache defines
-// the collection and the freshness projection.
+// The Cache defines the collection and the freshness projection;
+// memberpoll runs it.
 //
 // A Cache must be created with New. All methods are safe for concurrent use.
 type Cache struct {
 	clock     clock.PassiveClock
 	collector Collector
 	polls     *memberpoll.Runtime[Member, scheduler.Pressure, scheduler.Pressure]
-
-	// published, when set (tests only), is called by a worker after each
-	// completed refresh has been published or discarded, outside the lock.
-	published func(memberID string)
+	published func(memberID string) // tests only: after each refresh was published or discarded
 }
 
 // New returns an empty Cache. It starts no goroutine; register tiers with
 // Reconfigure.
 func New(opts Options) *Cache {
-	c := &Cache{clock: opts.Clock, collector: opts.Collector}
-	if c.clock == nil {
-		c.clock = clock.RealClock{}
-	}
-	if c.collector == nil {
-		c.collector = HTTPCollector{}
+	c := &Cache{
+		clock:     cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{}),
+		collector: cmp.Or[Collector](opts.Collector, HTTPCollector{}),
+		published: func(string) {},
 	}
 	c.polls = memberpoll.New(memberpoll.Options[Member, scheduler.Pressure, scheduler.Pressure]{
 		Clock:          c.clock,
@@ -113,11 +98,7 @@ func New(opts Options) *Cache {
 		Workers:        MaxWorkers,
 		MinTierMembers: MinTierMembers,
 		Interval:       RefreshInterval,
-		Collected: func(id string) {
-			if c.published != nil {
-				c.published(id)
-			}
-		},
+		Collected:      func(id string) { c.published(id) },
 	})
 	_ = c.polls.Start() // cannot fail: the runtime is new; it starts no goroutine.
 	return c

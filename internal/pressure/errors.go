@@ -37,34 +37,26 @@ var (
 )
 
 // Outcome classifies one collection. The values are the result label of
-// the sluice_pressure_fetch_total metric (docs/OPERATIONS.md).
+// sluice_pressure_fetch_total (docs/OPERATIONS.md).
 type Outcome string
 
-// The closed set of outcomes.
+// The closed set of outcomes: a collection that returned telemetry within
+// FetchTimeout; that timed out or took longer than FetchTimeout by the
+// Cache's clock, whatever it returned; whose connection failed; answered
+// with a non-2xx status; whose body exceeded MaxBodyBytes; whose body did
+// not parse or has no adapter; whose exposition lacked the engine's
+// pressure series; cancelled because the Cache closed or the member was
+// removed; any other failure.
 const (
-	// OutcomeSuccess is a collection that returned telemetry within
-	// FetchTimeout.
-	OutcomeSuccess Outcome = "success"
-	// OutcomeTimeout is a collection that timed out, or took longer than
-	// FetchTimeout by the Cache's clock whatever it returned.
-	OutcomeTimeout Outcome = "timeout"
-	// OutcomeTransportError is a collection whose connection failed.
+	OutcomeSuccess        Outcome = "success"
+	OutcomeTimeout        Outcome = "timeout"
 	OutcomeTransportError Outcome = "transport_error"
-	// OutcomeHTTPError is a collection answered with a non-2xx status.
-	OutcomeHTTPError Outcome = "http_error"
-	// OutcomeBodyTooLarge is a collection whose body exceeded MaxBodyBytes.
-	OutcomeBodyTooLarge Outcome = "body_too_large"
-	// OutcomeParseError is a collection whose body could not be read: it
-	// did not parse as an exposition, or no adapter reads its engine.
-	OutcomeParseError Outcome = "parse_error"
-	// OutcomeMissingSeries is a collection whose exposition lacked the
-	// engine's pressure series.
-	OutcomeMissingSeries Outcome = "missing_series"
-	// OutcomeCancelled is a collection cancelled because the Cache closed or
-	// the member was removed.
-	OutcomeCancelled Outcome = "cancelled"
-	// OutcomeError is any other failure.
-	OutcomeError Outcome = "error"
+	OutcomeHTTPError      Outcome = "http_error"
+	OutcomeBodyTooLarge   Outcome = "body_too_large"
+	OutcomeParseError     Outcome = "parse_error"
+	OutcomeMissingSeries  Outcome = "missing_series"
+	OutcomeCancelled      Outcome = "cancelled"
+	OutcomeError          Outcome = "error"
 )
 
 // Outcomes lists every Outcome.

@@ -1,6 +1,7 @@
 package readiness
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -20,14 +21,6 @@ const (
 	// two consecutive probes be lost or slow before a member drops out, and
 	// no more: a member whose prober is stuck is not ready.
 	StaleIntervals = 3
-
-	// MaxMembers bounds the members registered across all tiers, and the
-	// probe workers: one per member at most, so that a stalled endpoint
-	// delays only its own member.
-	MaxMembers = memberpoll.MaxMembers
-
-	// MaxTierMembers is the largest tier, the ReplicaTier API bound.
-	MaxTierMembers = memberpoll.MaxTierMembers
 )
 
 // Options configures a Cache. The zero value is usable.
@@ -49,7 +42,8 @@ type Tier struct {
 	Key string
 	// ServedModel is the model id every member must list exactly.
 	ServedModel string
-	// Members are the tier's members, 1..MaxTierMembers with unique ids.
+	// Members are the tier's members, 1..memberpoll.MaxTierMembers with
+	// unique ids.
 	Members []Member
 }
 
@@ -61,7 +55,7 @@ type Member struct {
 	Endpoint string
 }
 
-// probeTarget is one member's registration with the runtime.
+// probeTarget registers one member with the runtime.
 type probeTarget struct {
 	id string
 	Target
@@ -72,9 +66,8 @@ func (p probeTarget) MemberID() string { return p.id }
 
 // Cache probes every registered member and keeps its latest result. Create it
 // with New, register tiers with Reconfigure, and start the probes with Run.
-// The shared member-polling runtime (internal/memberpoll) owns registration,
-// the workers, single-flight and cancellation; the Cache defines the probe
-// and what a result means. All methods are safe for concurrent use.
+// The Cache defines the probe and what its result means; memberpoll runs
+// it. All methods are safe for concurrent use.
 type Cache struct {
 	clock    clock.WithTicker
 	prober   Prober
@@ -82,38 +75,28 @@ type Cache struct {
 	polls    *memberpoll.Runtime[probeTarget, bool, bool]
 	ran      atomic.Bool // Run was called
 
-	// probed, when set (tests only), is called after each probe has been
-	// published or discarded, outside the lock.
-	probed func(memberID string)
-	// probeNowWaits, when set (tests only), is called when ProbeNow has
-	// asked for its probe and starts waiting for it; it must not block.
-	probeNowWaits func(memberID string)
+	// Tests only: probed is called after each probe was published or
+	// discarded, probeNowWaits when ProbeNow starts waiting.
+	probed, probeNowWaits func(memberID string)
 }
 
 // New returns a Cache with no tiers. It starts no goroutine.
 func New(opts Options) *Cache {
-	c := &Cache{clock: opts.Clock, prober: opts.Prober, interval: opts.Interval}
-	if c.clock == nil {
-		c.clock = clock.RealClock{}
-	}
-	if c.prober == nil {
-		c.prober = HTTPProber{}
-	}
-	if c.interval <= 0 {
-		c.interval = DefaultInterval
+	c := &Cache{
+		clock:         cmp.Or[clock.WithTicker](opts.Clock, clock.RealClock{}),
+		prober:        cmp.Or[Prober](opts.Prober, HTTPProber{}),
+		interval:      cmp.Or(max(opts.Interval, 0), DefaultInterval),
+		probed:        func(string) {},
+		probeNowWaits: func(string) {},
 	}
 	c.polls = memberpoll.New(memberpoll.Options[probeTarget, bool, bool]{
 		Clock:      c.clock,
 		Collect:    c.probe,
 		Project:    c.project,
 		Validate:   validTarget,
-		Workers:    MaxMembers,
+		Workers:    memberpoll.MaxMembers, // a stalled endpoint delays only its member
 		RequestNew: true,
-		Collected: func(id string) {
-			if c.probed != nil {
-				c.probed(id)
-			}
-		},
+		Collected:  func(id string) { c.probed(id) },
 	})
 	return c
 }
@@ -225,9 +208,7 @@ func (c *Cache) ProbeNow(ctx context.Context, tier, member string) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	if c.probeNowWaits != nil {
-		c.probeNowWaits(member)
-	}
+	c.probeNowWaits(member)
 	return wait(ctx)
 }
 

@@ -99,9 +99,9 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{
 		clock:  clocktesting.NewFakeClock(epoch),
-		prober: &fakeProber{calls: make(chan *probeCall, MaxMembers)},
-		probed: make(chan string, MaxMembers),
-		waits:  make(chan string, MaxMembers),
+		prober: &fakeProber{calls: make(chan *probeCall, memberpoll.MaxMembers)},
+		probed: make(chan string, memberpoll.MaxMembers),
+		waits:  make(chan string, memberpoll.MaxMembers),
 	}
 	h.c = New(Options{Clock: h.clock, Prober: h.prober, Interval: interval})
 	h.c.probed = func(id string) { h.probed <- id }
@@ -524,9 +524,9 @@ func TestReadyIsDetached(t *testing.T) {
 func TestReconfigureValidation(t *testing.T) {
 	manyTiers := func(n int) []Tier {
 		var out []Tier
-		for i := range (n + MaxTierMembers - 1) / MaxTierMembers {
+		for i := range (n + memberpoll.MaxTierMembers - 1) / memberpoll.MaxTierMembers {
 			var ids []string
-			for j := range min(MaxTierMembers, n-i*MaxTierMembers) {
+			for j := range min(memberpoll.MaxTierMembers, n-i*memberpoll.MaxTierMembers) {
 				ids = append(ids, fmt.Sprintf("m%d", j))
 			}
 			out = append(out, tier(fmt.Sprintf("t%d", i), served, ids...))
@@ -534,7 +534,7 @@ func TestReconfigureValidation(t *testing.T) {
 		return out
 	}
 	seventeen := tier("t", served)
-	for i := range MaxTierMembers + 1 {
+	for i := range memberpoll.MaxTierMembers + 1 {
 		seventeen.Members = append(seventeen.Members, Member{ID: fmt.Sprintf("m%d", i), Endpoint: "http://127.0.0.1:1"})
 	}
 	withMember := func(m Member) []Tier {
@@ -548,8 +548,8 @@ func TestReconfigureValidation(t *testing.T) {
 		wantErr error
 	}{
 		{name: "direct tier", tiers: []Tier{tier("t", served, "a")}},
-		{name: "MaxMembers", tiers: manyTiers(MaxMembers)},
-		{name: "too many members", tiers: manyTiers(MaxMembers + 1), wantErr: memberpoll.ErrTooManyMembers},
+		{name: "MaxMembers", tiers: manyTiers(memberpoll.MaxMembers)},
+		{name: "too many members", tiers: manyTiers(memberpoll.MaxMembers + 1), wantErr: memberpoll.ErrTooManyMembers},
 		{name: "no members", tiers: []Tier{tier("t", served)}, wantErr: memberpoll.ErrTierSize},
 		{name: "too many in one tier", tiers: []Tier{seventeen}, wantErr: memberpoll.ErrTierSize},
 		{name: "empty key", tiers: []Tier{tier("", served, "a")}, wantErr: memberpoll.ErrInvalidTier},
