@@ -437,9 +437,10 @@ func (r *Runtime[M, R, V]) next() (*member[M, R], context.Context, time.Time, bo
 	}
 	m := r.queue[0]
 	r.queue[0], r.queue = nil, r.queue[1:]
-	ctx, cancel := context.WithCancel(r.ctx)
+	ctx, cancel := context.WithCancel(r.ctx) //nolint:gosec // kept in m.cancel, called by publish and Reconfigure.
+	m.cancel = cancel
 	m.seq++
-	m.queued, m.Running, m.Started, m.cancel = false, true, r.opts.Clock.Now(), cancel
+	m.queued, m.Running, m.Started = false, true, r.opts.Clock.Now()
 	r.busy++
 	return m, ctx, m.Started, true
 }
@@ -483,7 +484,8 @@ func (r *Runtime[M, R, V]) Start() error {
 		return ErrClosed
 	}
 	if r.ctx == nil {
-		r.ctx, r.cancel = context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(context.Background()) //nolint:gosec // kept in r.cancel, called by Stop and Close.
+		r.ctx, r.cancel = ctx, cancel
 		r.startWorkers()
 	}
 	return nil
