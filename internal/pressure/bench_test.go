@@ -41,11 +41,13 @@ func BenchmarkSnapshot(b *testing.B) {
 	if err := c.Reconfigure([]Tier{tier("t", ids...)}); err != nil {
 		b.Fatal(err)
 	}
-	c.mu.Lock()
-	for _, st := range c.tiers["t"].members {
-		st.sampled, st.sample, st.observedAt, st.completedAt = true, freshFive, epoch, epoch
+	published := make(chan string, len(ids))
+	c.published = func(id string) { published <- id }
+	mustSnapshot(b, c, "t")
+	for range ids {
+		coll.next(b).answer(telemetry(), nil)
+		<-published
 	}
-	c.mu.Unlock()
 	b.ReportAllocs()
 	for b.Loop() {
 		m, err := c.Snapshot("t")

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/bounds"
+	"github.com/sluice-dev/sluice/internal/memberpoll"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -52,7 +53,7 @@ type fakeCollector struct {
 }
 
 func newFakeCollector() *fakeCollector {
-	return &fakeCollector{calls: make(chan *fakeCall, MaxMembers)}
+	return &fakeCollector{calls: make(chan *fakeCall, memberpoll.MaxMembers)}
 }
 
 func (f *fakeCollector) Collect(ctx context.Context, target Target) (scheduler.Telemetry, error) {
@@ -72,7 +73,7 @@ func (f *fakeCollector) Collect(ctx context.Context, target Target) (scheduler.T
 }
 
 // next returns the next call, failing the test if none arrives.
-func (f *fakeCollector) next(t *testing.T) *fakeCall {
+func (f *fakeCollector) next(t testing.TB) *fakeCall {
 	t.Helper()
 	select {
 	case c := <-f.calls:
@@ -109,7 +110,7 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{
 		clock:     clocktesting.NewFakeClock(epoch),
 		coll:      newFakeCollector(),
-		published: make(chan string, MaxMembers),
+		published: make(chan string, memberpoll.MaxMembers),
 	}
 	h.c = New(Options{Clock: h.clock, Collector: h.coll})
 	h.c.published = func(id string) { h.published <- id }
@@ -134,24 +135,18 @@ func (h *harness) waitPublished(t *testing.T, id string) {
 type stats struct{ workers, busy, queued, pending int }
 
 func (c *Cache) stats() stats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := stats{workers: c.workers, busy: c.busy, queued: len(c.queue)}
-	for _, ts := range c.tiers {
-		for _, st := range ts.members {
-			if st.pending {
-				s.pending++
-			}
-		}
-	}
-	return s
+	s := c.polls.Stats()
+	return stats{workers: s.Workers, busy: s.Busy, queued: s.Queued, pending: s.Pending}
 }
 
-// member returns the registered state of one member for white-box checks.
-func (c *Cache) member(tier, id string) *memberState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tiers[tier].find(id)
+// member returns the state of one member for white-box checks.
+func (c *Cache) member(t *testing.T, tier, id string) memberpoll.State[Member, scheduler.Pressure] {
+	t.Helper()
+	s, err := c.polls.Lookup(tier, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func tier(key string, ids ...string) Tier {
@@ -164,7 +159,7 @@ func tier(key string, ids ...string) Tier {
 	return t
 }
 
-func mustSnapshot(t *testing.T, c *Cache, key string) map[string]scheduler.Pressure {
+func mustSnapshot(t testing.TB, c *Cache, key string) map[string]scheduler.Pressure {
 	t.Helper()
 	m, err := c.Snapshot(key)
 	if err != nil {
@@ -347,10 +342,8 @@ func TestClassification(t *testing.T) {
 			calls["a"].answer(tc.tel, tc.err)
 			h.waitPublished(t, "a")
 
-			st := h.c.member("t", "a")
-			h.c.mu.Lock()
-			sample, observedAt, sampled := st.sample, st.observedAt, st.sampled
-			h.c.mu.Unlock()
+			st := h.c.member(t, "t", "a")
+			sample, observedAt, sampled := st.Result, st.Completed, !st.Completed.IsZero()
 			if !sampled || sample != tc.want || !observedAt.Equal(h.clock.Now()) {
 				t.Fatalf("retained %+v at %v (sampled %v), want %+v at %v", sample, observedAt, sampled, tc.want, h.clock.Now())
 			}
@@ -363,7 +356,10 @@ func TestClassification(t *testing.T) {
 }
 
 // TestRetainsNoRawData proves structurally that a member's state cannot hold
-// telemetry, raw text or an error: only normalized pressure and times.
+// telemetry, raw text or an error: only its registration, normalized
+// pressure and times. The runtime's own member type keeps nothing but the
+// registration, this result and scheduling fields (memberpoll's
+// TestMemberRetainsOnlyRegistrationAndResult).
 func TestRetainsNoRawData(t *testing.T) {
 	forbidden := map[reflect.Type]bool{
 		reflect.TypeFor[error]():               true,
@@ -372,18 +368,24 @@ func TestRetainsNoRawData(t *testing.T) {
 		reflect.TypeFor[*float64]():            true,
 		reflect.TypeFor[any]():                 true,
 	}
-	allowedStrings := map[string]bool{"id": true, "target": true}
-	typ := reflect.TypeFor[memberState]()
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		if forbidden[f.Type] {
-			t.Errorf("memberState.%s has type %v", f.Name, f.Type)
-		}
-		if (f.Type.Kind() == reflect.String || f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Time]() &&
-			f.Type != reflect.TypeFor[scheduler.Pressure]()) && !allowedStrings[f.Name] {
-			t.Errorf("memberState.%s (%v) could hold raw data", f.Name, f.Type)
+	structs := map[reflect.Type]bool{
+		reflect.TypeFor[time.Time]():          true,
+		reflect.TypeFor[scheduler.Pressure](): true,
+		reflect.TypeFor[Member]():             true,
+	}
+	check := func(typ reflect.Type, allowedStrings map[string]bool) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if forbidden[f.Type] {
+				t.Errorf("%s.%s has type %v", typ.Name(), f.Name, f.Type)
+			}
+			if (f.Type.Kind() == reflect.String && !allowedStrings[f.Name]) || f.Type.Kind() == reflect.Struct && !structs[f.Type] {
+				t.Errorf("%s.%s (%v) could hold raw data", typ.Name(), f.Name, f.Type)
+			}
 		}
 	}
+	check(reflect.TypeFor[memberpoll.State[Member, scheduler.Pressure]](), nil)
+	check(reflect.TypeFor[Member](), map[string]bool{"ID": true, "MetricsURL": true, "Engine": true})
 }
 
 func TestAgingAtReadTime(t *testing.T) {
@@ -442,7 +444,7 @@ func TestOverdueFetchProjectsFailed(t *testing.T) {
 		t.Fatalf("overdue = %+v, want failed", got["a"])
 	}
 	// The overdue fetch is still pending: no second request for it.
-	if s := h.c.member("t", "a"); !s.pending {
+	if !h.c.member(t, "t", "a").Running {
 		t.Fatal("overdue member lost its single-flight mark")
 	}
 	calls["a"].answer(telemetry(), nil)
@@ -565,7 +567,7 @@ func TestClose(t *testing.T) {
 	for _, id := range running {
 		calls[id].answer(telemetry(), nil)
 		h.waitPublished(t, id)
-		if st := h.c.member("t", id); st.sampled {
+		if st := h.c.member(t, "t", id); !st.Completed.IsZero() {
 			t.Fatalf("late result of %s was published", id)
 		}
 	}
@@ -585,8 +587,8 @@ func TestClose(t *testing.T) {
 	if n := h.coll.n.Load(); n != 2 {
 		t.Fatalf("%d collections, want 2", n)
 	}
-	if err := h.c.Reconfigure([]Tier{tier("t", "a", "b")}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Reconfigure after Close = %v, want ErrClosed", err)
+	if err := h.c.Reconfigure([]Tier{tier("t", "a", "b")}); !errors.Is(err, memberpoll.ErrClosed) {
+		t.Fatalf("Reconfigure after Close = %v, want memberpoll.ErrClosed", err)
 	}
 }
 
@@ -655,15 +657,15 @@ func TestSnapshotIsDetachedAndChecksTier(t *testing.T) {
 	if again := mustPeek(t, h.c, "t"); len(again) != 2 || again["a"] != unknown {
 		t.Fatalf("mutating a snapshot changed the cache: %v", again)
 	}
-	if _, err := h.c.Snapshot("nope"); !errors.Is(err, ErrUnknownTier) {
-		t.Fatalf("Snapshot(unknown) = %v, want ErrUnknownTier", err)
+	if _, err := h.c.Snapshot("nope"); !errors.Is(err, memberpoll.ErrUnknownTier) {
+		t.Fatalf("Snapshot(unknown) = %v, want memberpoll.ErrUnknownTier", err)
 	}
-	if _, err := h.c.Peek("nope"); !errors.Is(err, ErrUnknownTier) {
-		t.Fatalf("Peek(unknown) = %v, want ErrUnknownTier", err)
+	if _, err := h.c.Peek("nope"); !errors.Is(err, memberpoll.ErrUnknownTier) {
+		t.Fatalf("Peek(unknown) = %v, want memberpoll.ErrUnknownTier", err)
 	}
 	h.c.Close()
-	if _, err := h.c.Snapshot("nope"); !errors.Is(err, ErrUnknownTier) {
-		t.Fatalf("Snapshot(unknown) after Close = %v, want ErrUnknownTier", err)
+	if _, err := h.c.Snapshot("nope"); !errors.Is(err, memberpoll.ErrUnknownTier) {
+		t.Fatalf("Snapshot(unknown) after Close = %v, want memberpoll.ErrUnknownTier", err)
 	}
 }
 
@@ -689,7 +691,7 @@ func TestReconfigure(t *testing.T) {
 	}
 	calls["a"].answer(telemetry(), nil)
 	h.waitPublished(t, "a")
-	keptA := h.c.member("t", "a")
+	keptA := h.c.member(t, "t", "a")
 	// The freed worker takes t/c, the oldest queued refresh.
 	if c := h.coll.next(t); c.member() != "c" {
 		t.Fatalf("refresh of %s, want t/c", c.member())
@@ -724,13 +726,13 @@ func TestReconfigure(t *testing.T) {
 	if !done["b"] || !done["c"] {
 		t.Fatalf("published %v, want b and c", done)
 	}
-	if h.c.member("t", "a") != keptA {
+	if h.c.member(t, "t", "a") != keptA {
 		t.Fatal("unchanged member lost its state")
 	}
 	if got := mustPeek(t, h.c, "t"); got["a"] != freshFive || got["b"] != unknown || len(got) != 2 {
 		t.Fatalf("after Reconfigure = %v", got)
 	}
-	if _, err := h.c.Peek("u"); !errors.Is(err, ErrUnknownTier) {
+	if _, err := h.c.Peek("u"); !errors.Is(err, memberpoll.ErrUnknownTier) {
 		t.Fatalf("removed tier: %v", err)
 	}
 	// Only the changed member is due (a is fresh); removed members' queue
@@ -761,7 +763,7 @@ func TestReconfigureValidation(t *testing.T) {
 	many := func(n int) []Tier {
 		var out []Tier
 		for i := 0; n > 0; i++ {
-			k := min(n, MaxTierMembers)
+			k := min(n, memberpoll.MaxTierMembers)
 			var ids []string
 			for j := range k {
 				ids = append(ids, fmt.Sprintf("m%d", j))
@@ -782,15 +784,15 @@ func TestReconfigureValidation(t *testing.T) {
 		wantErr error
 	}{
 		{name: "empty", tiers: nil},
-		{name: "MaxMembers", tiers: many(MaxMembers)},
-		{name: "too many members", tiers: append(many(MaxMembers-14), tier("last", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o")), wantErr: ErrTooManyMembers},
-		{name: "one member", tiers: []Tier{tier("t", "a")}, wantErr: ErrTierSize},
-		{name: "oversized tier", tiers: []Tier{{Key: "t", Members: append(many(16)[0].Members, Member{ID: "x", Capacity: 1})}}, wantErr: ErrTierSize},
-		{name: "empty tier key", tiers: []Tier{tier("", "a", "b")}, wantErr: ErrInvalidTier},
-		{name: "duplicate tier", tiers: []Tier{tier("t", "a", "b"), tier("t", "c", "d")}, wantErr: ErrDuplicateTier},
-		{name: "duplicate member", tiers: []Tier{tier("t", "a", "a")}, wantErr: ErrDuplicateMember},
+		{name: "MaxMembers", tiers: many(memberpoll.MaxMembers)},
+		{name: "too many members", tiers: append(many(memberpoll.MaxMembers-14), tier("last", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o")), wantErr: memberpoll.ErrTooManyMembers},
+		{name: "one member", tiers: []Tier{tier("t", "a")}, wantErr: memberpoll.ErrTierSize},
+		{name: "oversized tier", tiers: []Tier{{Key: "t", Members: append(many(16)[0].Members, Member{ID: "x", Capacity: 1})}}, wantErr: memberpoll.ErrTierSize},
+		{name: "empty tier key", tiers: []Tier{tier("", "a", "b")}, wantErr: memberpoll.ErrInvalidTier},
+		{name: "duplicate tier", tiers: []Tier{tier("t", "a", "b"), tier("t", "c", "d")}, wantErr: memberpoll.ErrDuplicateTier},
+		{name: "duplicate member", tiers: []Tier{tier("t", "a", "a")}, wantErr: memberpoll.ErrDuplicateMember},
 		{name: "same member id in two tiers", tiers: []Tier{tier("t", "a", "b"), tier("u", "a", "b")}},
-		{name: "bad member id", tiers: mutate(func(m *Member) { m.ID = "Bad_ID" }), wantErr: ErrInvalidMember},
+		{name: "bad member id", tiers: mutate(func(m *Member) { m.ID = "Bad_ID" }), wantErr: memberpoll.ErrInvalidMember},
 		{name: "zero capacity", tiers: mutate(func(m *Member) { m.Capacity = 0 }), wantErr: ErrInvalidCapacity},
 		{name: "capacity too large", tiers: mutate(func(m *Member) { m.Capacity = bounds.MaxConcurrency + 1 }), wantErr: ErrInvalidCapacity},
 		{name: "unknown engine", tiers: mutate(func(m *Member) { m.Engine = "triton" }), wantErr: ErrUnknownEngine},

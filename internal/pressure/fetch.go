@@ -2,8 +2,8 @@ package pressure
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -41,9 +41,9 @@ type Target struct {
 
 // Collector samples one member. Collect must return within a bounded time
 // and honour ctx; the Cache cancels ctx when it is closed or the member is
-// removed. Its error is classified, never retained: errors wrapping
-// ErrParse, ErrBodyTooLarge, ErrMissingSeries or ErrUnknownEngine make the
-// sample unknown, every other error makes it failed.
+// removed. Its error is classified by Classify, never retained: errors
+// wrapping ErrParse, ErrBodyTooLarge, ErrMissingSeries or ErrUnknownEngine
+// make the sample unknown, every other error makes it failed.
 type Collector interface {
 	// Collect fetches and parses the member's metrics.
 	Collect(ctx context.Context, target Target) (scheduler.Telemetry, error)
@@ -66,14 +66,7 @@ var defaultClient = memberhttp.NewClient(FetchTimeout)
 // Collect implements Collector. Its errors never contain the URL, the
 // address or the body.
 func (h HTTPCollector) Collect(ctx context.Context, target Target) (scheduler.Telemetry, error) {
-	client := h.Client
-	if client == nil {
-		client = defaultClient
-	}
-	body, err := memberhttp.Get(ctx, client, target.MetricsURL, "text/plain;version=0.0.4", FetchTimeout, MaxBodyBytes)
-	if errors.Is(err, memberhttp.ErrInvalidURL) {
-		return scheduler.Telemetry{}, ErrInvalidMetricsURL
-	}
+	body, err := memberhttp.Get(ctx, cmp.Or(h.Client, defaultClient), target.MetricsURL, "text/plain;version=0.0.4", FetchTimeout, MaxBodyBytes)
 	if err != nil {
 		return scheduler.Telemetry{}, err
 	}
@@ -86,14 +79,7 @@ func (h HTTPCollector) Collect(ctx context.Context, target Target) (scheduler.Te
 // URL with a host and no user info, query or fragment. Errors wrap
 // ErrInvalidMetricsURL.
 func MetricsURL(endpoint, path string) (string, error) {
-	if path == "" {
-		path = DefaultMetricsPath
-	}
-	u, err := memberhttp.JoinURL(endpoint, path)
-	if err != nil {
-		return "", ErrInvalidMetricsURL
-	}
-	return u, nil
+	return memberhttp.JoinURL(endpoint, cmp.Or(path, DefaultMetricsPath))
 }
 
 // validMetricsURL reports whether raw is an absolute http(s) URL with a host.

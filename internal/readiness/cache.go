@@ -1,14 +1,14 @@
 package readiness
 
 import (
+	"cmp"
 	"context"
-	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
 
-	"github.com/sluice-dev/sluice/api/bounds"
+	"github.com/sluice-dev/sluice/internal/memberpoll"
 )
 
 const (
@@ -21,17 +21,6 @@ const (
 	// two consecutive probes be lost or slow before a member drops out, and
 	// no more: a member whose prober is stuck is not ready.
 	StaleIntervals = 3
-
-	// MaxMembers bounds the members registered across all tiers. Each member
-	// has one prober goroutine, so this bounds the goroutines too; it is the
-	// router-wide member bound (docs/CONFIGURATION.md#1-router-flags).
-	MaxMembers = bounds.MaxNodeMembers
-
-	// MaxTierMembers is the largest tier, the ReplicaTier API bound.
-	MaxTierMembers = bounds.MaxMembers
-
-	// maxMemberIDLength is the ReplicaTier member id grammar's length bound.
-	maxMemberIDLength = 32
 )
 
 // Options configures a Cache. The zero value is usable.
@@ -53,7 +42,8 @@ type Tier struct {
 	Key string
 	// ServedModel is the model id every member must list exactly.
 	ServedModel string
-	// Members are the tier's members, 1..MaxTierMembers with unique ids.
+	// Members are the tier's members, 1..memberpoll.MaxTierMembers with
+	// unique ids.
 	Members []Member
 }
 
@@ -65,306 +55,132 @@ type Member struct {
 	Endpoint string
 }
 
+// probeTarget registers one member with the runtime.
+type probeTarget struct {
+	id string
+	Target
+}
+
+// MemberID implements memberpoll.Member.
+func (p probeTarget) MemberID() string { return p.id }
+
 // Cache probes every registered member and keeps its latest result. Create it
 // with New, register tiers with Reconfigure, and start the probes with Run.
-// All methods are safe for concurrent use.
+// The Cache defines the probe and what its result means; memberpoll runs
+// it. All methods are safe for concurrent use.
 type Cache struct {
 	clock    clock.WithTicker
 	prober   Prober
 	interval time.Duration
+	polls    *memberpoll.Runtime[probeTarget, bool, bool]
+	ran      atomic.Bool // Run was called
 
-	mu      sync.Mutex
-	tiers   map[string]*tierState
-	closed  bool
-	started bool               // Run was called
-	runCtx  context.Context    // set while Run is probing; nil before and after
-	stopRun context.CancelFunc // cancels runCtx
-	runDone chan struct{}      // closed when Run stops probing
-	wg      sync.WaitGroup     // prober goroutines
-
-	// probed, when set (tests only), is called by a prober after each probe
-	// has been published or discarded, outside the lock.
-	probed func(memberID string)
-	// probeNowWaits, when set (tests only), is called under the lock when
-	// ProbeNow starts waiting for its probe; it must not block.
-	probeNowWaits func(memberID string)
-}
-
-type tierState struct {
-	members []*member
-}
-
-// member is one registered member. id and target are fixed; a changed
-// configuration replaces the member. The other fields are guarded by
-// Cache.mu.
-type member struct {
-	id     string
-	target Target
-
-	ready    bool      // result of the latest completed probe
-	at       time.Time // when it completed; zero: no result yet
-	started  uint64    // probes started
-	finished uint64    // sequence number of the latest completed probe
-	// rechecked is the value of started at the latest Recheck: a probe with
-	// a sequence number up to it started before the Recheck and cannot make
-	// the member ready.
-	rechecked uint64
-	changed   chan struct{}
-	wake      chan struct{} // capacity 1: a ProbeNow or Recheck request
-	cancel    context.CancelFunc
-	gone      chan struct{} // closed when removed or the cache closes
+	// Tests only: probed is called after each probe was published or
+	// discarded, probeNowWaits when ProbeNow starts waiting.
+	probed, probeNowWaits func(memberID string)
 }
 
 // New returns a Cache with no tiers. It starts no goroutine.
 func New(opts Options) *Cache {
 	c := &Cache{
-		clock:    opts.Clock,
-		prober:   opts.Prober,
-		interval: opts.Interval,
-		tiers:    map[string]*tierState{},
+		clock:         cmp.Or[clock.WithTicker](opts.Clock, clock.RealClock{}),
+		prober:        cmp.Or[Prober](opts.Prober, HTTPProber{}),
+		interval:      cmp.Or(max(opts.Interval, 0), DefaultInterval),
+		probed:        func(string) {},
+		probeNowWaits: func(string) {},
 	}
-	if c.clock == nil {
-		c.clock = clock.RealClock{}
-	}
-	if c.prober == nil {
-		c.prober = HTTPProber{}
-	}
-	if c.interval <= 0 {
-		c.interval = DefaultInterval
-	}
+	c.polls = memberpoll.New(memberpoll.Options[probeTarget, bool, bool]{
+		Clock:      c.clock,
+		Collect:    c.probe,
+		Project:    c.project,
+		Validate:   validTarget,
+		Workers:    memberpoll.MaxMembers, // a stalled endpoint delays only its member
+		RequestNew: true,
+		Collected:  func(id string) { c.probed(id) },
+	})
 	return c
 }
 
 // Reconfigure replaces the registered tiers atomically. The whole
 // configuration is validated first; on error nothing changes. A member whose
 // tier key, id, endpoint and the tier's served model are unchanged keeps its
-// result and its prober. Any other member starts without a result (not
-// ready); a removed or changed member's prober is stopped and its in-flight
-// result discarded. While Run is probing, new members' probers start at once.
+// result and any probe in flight. Any other member starts without a result
+// (not ready) and is probed at once while Run is probing; a removed or
+// changed member's probe is cancelled and its result discarded.
 //
-// Errors: ErrClosed, ErrInvalidTier, ErrDuplicateTier, ErrInvalidServedModel,
-// ErrTierSize, ErrTooManyMembers, ErrInvalidMember, ErrDuplicateMember and
-// ErrInvalidEndpoint.
+// Errors: ErrInvalidServedModel, ErrInvalidEndpoint and memberpoll's
+// ErrClosed and registration errors (ErrInvalidTier, ErrDuplicateTier,
+// ErrTierSize, ErrTooManyMembers, ErrInvalidMember, ErrDuplicateMember).
 func (c *Cache) Reconfigure(tiers []Tier) error {
-	targets, err := validate(tiers)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return ErrClosed
-	}
-	next := make(map[string]*tierState, len(tiers))
-	kept := map[*member]bool{}
+	regs := make([]memberpoll.Tier[probeTarget], len(tiers))
 	for i, t := range tiers {
-		old := c.tiers[t.Key]
-		ts := &tierState{members: make([]*member, 0, len(t.Members))}
-		for j, m := range t.Members {
-			target := targets[i][j]
-			if prev := old.find(m.ID); prev != nil && prev.target == target {
-				kept[prev] = true
-				ts.members = append(ts.members, prev)
-				continue
-			}
-			nm := newMember(m.ID, target)
-			if c.runCtx != nil {
-				c.startLocked(nm)
-			}
-			ts.members = append(ts.members, nm)
-		}
-		next[t.Key] = ts
-	}
-	for _, ts := range c.tiers {
-		for _, m := range ts.members {
-			if !kept[m] {
-				m.stop()
-			}
-		}
-	}
-	c.tiers = next
-	return nil
-}
-
-// validate checks the configuration and derives each member's Target.
-func validate(tiers []Tier) ([][]Target, error) {
-	total := 0
-	keys := make(map[string]bool, len(tiers))
-	targets := make([][]Target, len(tiers))
-	for i, t := range tiers {
-		switch {
-		case t.Key == "":
-			return nil, ErrInvalidTier
-		case keys[t.Key]:
-			return nil, fmt.Errorf("%w: tier %q", ErrDuplicateTier, t.Key)
-		case t.ServedModel == "":
-			return nil, fmt.Errorf("%w: tier %q", ErrInvalidServedModel, t.Key)
-		case len(t.Members) < 1 || len(t.Members) > MaxTierMembers:
-			return nil, fmt.Errorf("%w: tier %q", ErrTierSize, t.Key)
-		}
-		keys[t.Key] = true
-		total += len(t.Members)
-		if total > MaxMembers {
-			return nil, ErrTooManyMembers
-		}
-		ids := make(map[string]bool, len(t.Members))
+		regs[i].Key = t.Key
 		for _, m := range t.Members {
-			if !validMemberID(m.ID) {
-				return nil, fmt.Errorf("%w: tier %q", ErrInvalidMember, t.Key)
-			}
-			if ids[m.ID] {
-				return nil, fmt.Errorf("%w: tier %q member %q", ErrDuplicateMember, t.Key, m.ID)
-			}
-			ids[m.ID] = true
-			u, err := ModelsURL(m.Endpoint)
-			if err != nil {
-				return nil, fmt.Errorf("%w: tier %q member %q", err, t.Key, m.ID)
-			}
-			targets[i] = append(targets[i], Target{ModelsURL: u, ServedModel: t.ServedModel})
+			u, _ := ModelsURL(m.Endpoint) // an invalid endpoint leaves u empty: validTarget rejects it.
+			regs[i].Members = append(regs[i].Members, probeTarget{m.ID, Target{ModelsURL: u, ServedModel: t.ServedModel}})
 		}
 	}
-	return targets, nil
+	return c.polls.Reconfigure(regs)
 }
 
-// validMemberID reports whether id matches ^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$.
-func validMemberID(id string) bool {
-	if len(id) == 0 || len(id) > maxMemberIDLength {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		switch b := id[i]; {
-		case b >= 'a' && b <= 'z', b >= '0' && b <= '9':
-		case b == '-' && i > 0 && i < len(id)-1:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func newMember(id string, target Target) *member {
-	return &member{
-		id:      id,
-		target:  target,
-		changed: make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-		gone:    make(chan struct{}),
-	}
-}
-
-// find returns the member with id, or nil. It accepts a nil tier.
-func (t *tierState) find(id string) *member {
-	if t == nil {
-		return nil
-	}
-	for _, m := range t.members {
-		if m.id == id {
-			return m
-		}
+func validTarget(p probeTarget) error {
+	switch {
+	case p.ServedModel == "":
+		return ErrInvalidServedModel
+	case p.ModelsURL == "":
+		return ErrInvalidEndpoint
 	}
 	return nil
 }
 
-// stop unregisters the member: its prober stops and ProbeNow waiters return.
-// Cache.mu must be held.
-func (m *member) stop() {
-	if m.cancel != nil {
-		m.cancel()
-	}
-	close(m.gone)
+// probe runs one probe. It passes when the prober succeeds within
+// ProbeTimeout by the Cache's clock.
+func (c *Cache) probe(ctx context.Context, p probeTarget, started time.Time) bool {
+	err := c.prober.Probe(ctx, p.Target)
+	elapsed := c.clock.Since(started)
+	return err == nil && elapsed >= 0 && elapsed <= ProbeTimeout
 }
 
-// Run starts one prober per registered member (and per member registered
-// later) and blocks until ctx is done or Close is called, then waits for
-// every prober to return. It returns nil after a normal stop, ErrClosed if
-// the Cache was already closed and ErrAlreadyRunning on a second call.
+// project reads a member ready when its latest probe passed and completed at
+// most StaleIntervals intervals ago (and not in the future).
+func (c *Cache) project(s memberpoll.State[probeTarget, bool], now time.Time) bool {
+	age := now.Sub(s.Completed)
+	return s.Result && !s.Completed.IsZero() && age >= 0 && age <= StaleIntervals*c.interval
+}
+
+// Run probes every registered member at once and then every interval, and
+// blocks until ctx is done or Close is called; then it cancels the probes in
+// flight and waits for them to return. It returns nil after a normal stop,
+// memberpoll.ErrClosed if the Cache was already closed and
+// ErrAlreadyRunning on a second call.
 func (c *Cache) Run(ctx context.Context) error {
-	c.mu.Lock()
-	switch {
-	case c.closed:
-		c.mu.Unlock()
-		return ErrClosed
-	case c.started:
-		c.mu.Unlock()
+	select {
+	case <-c.polls.Done():
+		return memberpoll.ErrClosed
+	default:
+	}
+	if c.ran.Swap(true) {
 		return ErrAlreadyRunning
 	}
-	c.started = true
-	runCtx, stop := context.WithCancel(ctx)
-	c.runCtx, c.stopRun, c.runDone = runCtx, stop, make(chan struct{})
-	for _, ts := range c.tiers {
-		for _, m := range ts.members {
-			c.startLocked(m)
-		}
-	}
-	c.mu.Unlock()
-
-	<-runCtx.Done()
-	c.mu.Lock()
-	c.runCtx = nil // no prober starts after this point
-	close(c.runDone)
-	c.mu.Unlock()
-	stop()
-	c.wg.Wait()
-	return nil
-}
-
-// startLocked starts the member's prober. Cache.mu must be held and runCtx
-// set.
-func (c *Cache) startLocked(m *member) {
-	ctx, cancel := context.WithCancel(c.runCtx)
-	m.cancel = cancel
-	c.wg.Add(1)
-	go c.loop(ctx, m)
-}
-
-// loop is one member's prober: probe now, then on every tick or ProbeNow
-// request, until ctx ends. The ticker exists before the first probe so that
-// a tick during a probe is never lost.
-func (c *Cache) loop(ctx context.Context, m *member) {
-	defer c.wg.Done()
+	// The ticker exists before the first probe so that a tick during a
+	// probe is never lost.
 	ticker := c.clock.NewTicker(c.interval)
 	defer ticker.Stop()
+	if err := c.polls.Start(); err != nil {
+		return err
+	}
+	defer c.polls.Stop()
+	c.polls.RequestAll()
 	for {
-		c.probe(ctx, m)
-		if c.probed != nil {
-			c.probed(m.id)
-		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
+		case <-c.polls.Done():
+			return nil
 		case <-ticker.C():
-		case <-m.wake:
+			c.polls.RequestAll()
 		}
 	}
-}
-
-// probe runs one probe outside the lock and publishes its result unless the
-// member was stopped meanwhile.
-func (c *Cache) probe(ctx context.Context, m *member) {
-	if ctx.Err() != nil {
-		// A tick and the stop can arrive together; stopping wins.
-		return
-	}
-	c.mu.Lock()
-	m.started++
-	seq := m.started
-	start := c.clock.Now()
-	c.mu.Unlock()
-
-	err := c.prober.Probe(ctx, m.target)
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ctx.Err() != nil {
-		return
-	}
-	end := c.clock.Now()
-	elapsed := end.Sub(start)
-	m.ready = err == nil && elapsed >= 0 && elapsed <= ProbeTimeout && seq > m.rechecked
-	m.at = end
-	m.finished = seq
-	close(m.changed)
-	m.changed = make(chan struct{})
 }
 
 // Ready returns, for every registered member of tier, whether it is ready
@@ -372,129 +188,49 @@ func (c *Cache) probe(ctx context.Context, m *member) {
 // most StaleIntervals intervals ago. The map is new and owned by the caller.
 // Ready never probes or waits; after Close every member reads not ready.
 //
-// Errors: ErrUnknownTier.
+// Errors: memberpoll.ErrUnknownTier.
 func (c *Cache) Ready(tier string) (map[string]bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ts, ok := c.tiers[tier]
-	if !ok {
-		return nil, ErrUnknownTier
-	}
-	now := c.clock.Now()
-	limit := StaleIntervals * c.interval
-	out := make(map[string]bool, len(ts.members))
-	for _, m := range ts.members {
-		age := now.Sub(m.at)
-		out[m.id] = !c.closed && m.ready && !m.at.IsZero() && age >= 0 && age <= limit
-	}
-	return out, nil
+	return c.polls.Read(tier, false)
 }
 
-// ProbeNow asks the member's prober for an immediate probe, as Recheck
-// does, and waits for a probe that started after the call to complete. It
-// returns that probe's result; the result is also published for Ready. If
-// ctx ends first the probe still completes and is published, and ctx's error
-// is returned.
+// ProbeNow asks for an immediate probe of the member, as Recheck does
+// without marking it not ready, and waits for a probe that started after the
+// call to complete; a probe already in flight is never duplicated, the
+// request is served by the next one. It returns that probe's result; the
+// result is also published for Ready. If ctx ends first the probe still
+// completes and is published, and ctx's error is returned.
 //
-// Errors: ErrClosed, ErrUnknownTier, ErrUnknownMember (also when the member
-// is removed while waiting), ErrNotRunning (also when Run stops while
-// waiting) and ctx.Err().
+// Errors: ErrNotRunning (also when Run stops while waiting), ctx.Err(), and
+// memberpoll's ErrClosed, ErrUnknownTier and ErrUnknownMember (also when the
+// member is removed while waiting).
 func (c *Cache) ProbeNow(ctx context.Context, tier, member string) (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false, ErrClosed
+	wait, err := c.polls.Request(tier, member)
+	if err != nil {
+		return false, err
 	}
-	ts, ok := c.tiers[tier]
-	if !ok {
-		return false, ErrUnknownTier
-	}
-	m := ts.find(member)
-	switch {
-	case m == nil:
-		return false, ErrUnknownMember
-	case c.runCtx == nil || m.cancel == nil:
-		return false, ErrNotRunning
-	}
-	want := m.started + 1
-	select {
-	case m.wake <- struct{}{}:
-	default: // a request is already pending; it will start after this call
-	}
-	if c.probeNowWaits != nil {
-		c.probeNowWaits(m.id)
-	}
-	for m.finished < want {
-		changed, gone, runDone := m.changed, m.gone, c.runDone
-		c.mu.Unlock()
-		select {
-		case <-changed:
-		case <-gone:
-			c.mu.Lock()
-			if c.closed {
-				return false, ErrClosed
-			}
-			return false, ErrUnknownMember
-		case <-runDone:
-			c.mu.Lock()
-			if c.closed {
-				return false, ErrClosed
-			}
-			return false, ErrNotRunning
-		case <-ctx.Done():
-			c.mu.Lock()
-			return false, ctx.Err()
-		}
-		c.mu.Lock()
-	}
-	return m.ready, nil
+	c.probeNowWaits(member)
+	return wait(ctx)
 }
 
-// Recheck marks the member not ready at once and asks its prober for an
-// immediate probe: the member is ready again only when a probe that started
-// after the call passes. A probe already in flight may still complete, but
-// even a passing one leaves the member not ready. The router calls it when a
+// Recheck marks the member not ready at once and asks for an immediate
+// probe: the member is ready again only when a probe that started after the
+// call passes. A probe already in flight may still complete, but even a
+// passing one leaves the member not ready. The router calls it when a
 // connection to the member failed (passive ejection) and when the member is
 // readmitted (docs/ROUTER.md#5-configuration-changes); it implements
 // router.Rechecker.
 //
 // Recheck never blocks. It does nothing for an unknown tier or member or a
-// closed Cache. Before Run (or after it returned) the member stays not ready
-// until the first probe of the next Run passes.
+// closed Cache. Before Run the member stays not ready until the first probe
+// of Run passes.
 func (c *Cache) Recheck(tier, member string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	m := c.tiers[tier].find(member)
-	if m == nil {
-		return
-	}
-	m.ready = false
-	m.rechecked = m.started
-	select {
-	case m.wake <- struct{}{}:
-	default: // a request is already pending; it starts after this call
-	}
+	c.polls.Invalidate(tier, member)
 }
 
-// Close stops the Cache. It is idempotent and never blocks: probers are
-// cancelled (Run returns once they have), ProbeNow waiters return ErrClosed,
+// Close stops the Cache. It is idempotent and never blocks: probes are
+// cancelled (Run returns once they have), ProbeNow waiters return
+// memberpoll.ErrClosed,
 // and every member reads not ready from then on.
 func (c *Cache) Close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	c.closed = true
-	if c.stopRun != nil {
-		c.stopRun()
-	}
-	for _, ts := range c.tiers {
-		for _, m := range ts.members {
-			m.stop()
-		}
-	}
+	c.polls.Close()
 }

@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sluice-dev/sluice/internal/memberpoll"
 )
 
 // probeCall is one Probe call waiting for the test to answer it.
@@ -97,9 +99,9 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{
 		clock:  clocktesting.NewFakeClock(epoch),
-		prober: &fakeProber{calls: make(chan *probeCall, MaxMembers)},
-		probed: make(chan string, MaxMembers),
-		waits:  make(chan string, MaxMembers),
+		prober: &fakeProber{calls: make(chan *probeCall, memberpoll.MaxMembers)},
+		probed: make(chan string, memberpoll.MaxMembers),
+		waits:  make(chan string, memberpoll.MaxMembers),
 	}
 	h.c = New(Options{Clock: h.clock, Prober: h.prober, Interval: interval})
 	h.c.probed = func(id string) { h.probed <- id }
@@ -329,10 +331,10 @@ func TestProbeNowReadmission(t *testing.T) {
 	h.waitProbed(t, "b")
 
 	// Errors.
-	if _, err := h.c.ProbeNow(ctx, "nope", "a"); !errors.Is(err, ErrUnknownTier) {
+	if _, err := h.c.ProbeNow(ctx, "nope", "a"); !errors.Is(err, memberpoll.ErrUnknownTier) {
 		t.Fatalf("unknown tier: %v", err)
 	}
-	if _, err := h.c.ProbeNow(ctx, "t", "zz"); !errors.Is(err, ErrUnknownMember) {
+	if _, err := h.c.ProbeNow(ctx, "t", "zz"); !errors.Is(err, memberpoll.ErrUnknownMember) {
 		t.Fatalf("unknown member: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -380,7 +382,7 @@ func TestProbeNowWaiterReleasedByRemovalAndClose(t *testing.T) {
 	if err := h.c.Reconfigure([]Tier{next}); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, ErrUnknownMember) {
+	if err := <-done; !errors.Is(err, memberpoll.ErrUnknownMember) {
 		t.Fatalf("waiter on removed member = %v", err)
 	}
 	if calls["a"].ctx.Err() == nil {
@@ -388,7 +390,7 @@ func TestProbeNowWaiterReleasedByRemovalAndClose(t *testing.T) {
 	}
 	h.prober.next(t) // c's first probe
 	h.c.Close()
-	if err := <-done; !errors.Is(err, ErrClosed) {
+	if err := <-done; !errors.Is(err, memberpoll.ErrClosed) {
 		t.Fatalf("waiter on closed cache = %v", err)
 	}
 	h.stop(t)
@@ -415,7 +417,7 @@ func TestReconfigureWhileRunning(t *testing.T) {
 	if got := mustReady(t, h.c, "t"); got["a"] || got["b"] {
 		t.Fatalf("after served model change = %v, want not ready until probed", got)
 	}
-	if _, err := h.c.Ready("u"); !errors.Is(err, ErrUnknownTier) {
+	if _, err := h.c.Ready("u"); !errors.Is(err, memberpoll.ErrUnknownTier) {
 		t.Fatalf("removed tier: %v", err)
 	}
 	calls = h.prober.nextN(t, 3)
@@ -478,13 +480,13 @@ func TestCloseStopsRun(t *testing.T) {
 	if got := mustReady(t, h.c, "t"); got["a"] || got["b"] {
 		t.Fatalf("Ready after Close = %v, want none", got)
 	}
-	if err := h.c.Run(context.Background()); !errors.Is(err, ErrClosed) {
+	if err := h.c.Run(context.Background()); !errors.Is(err, memberpoll.ErrClosed) {
 		t.Fatalf("Run after Close = %v", err)
 	}
-	if err := h.c.Reconfigure(nil); !errors.Is(err, ErrClosed) {
+	if err := h.c.Reconfigure(nil); !errors.Is(err, memberpoll.ErrClosed) {
 		t.Fatalf("Reconfigure after Close = %v", err)
 	}
-	if _, err := h.c.ProbeNow(context.Background(), "t", "a"); !errors.Is(err, ErrClosed) {
+	if _, err := h.c.ProbeNow(context.Background(), "t", "a"); !errors.Is(err, memberpoll.ErrClosed) {
 		t.Fatalf("ProbeNow after Close = %v", err)
 	}
 }
@@ -514,7 +516,7 @@ func TestReadyIsDetached(t *testing.T) {
 	if again := mustReady(t, h.c, "t"); len(again) != 1 || again["a"] {
 		t.Fatalf("mutating a result changed the cache: %v", again)
 	}
-	if _, err := h.c.Ready("nope"); !errors.Is(err, ErrUnknownTier) {
+	if _, err := h.c.Ready("nope"); !errors.Is(err, memberpoll.ErrUnknownTier) {
 		t.Fatalf("unknown tier: %v", err)
 	}
 }
@@ -522,9 +524,9 @@ func TestReadyIsDetached(t *testing.T) {
 func TestReconfigureValidation(t *testing.T) {
 	manyTiers := func(n int) []Tier {
 		var out []Tier
-		for i := range (n + MaxTierMembers - 1) / MaxTierMembers {
+		for i := range (n + memberpoll.MaxTierMembers - 1) / memberpoll.MaxTierMembers {
 			var ids []string
-			for j := range min(MaxTierMembers, n-i*MaxTierMembers) {
+			for j := range min(memberpoll.MaxTierMembers, n-i*memberpoll.MaxTierMembers) {
 				ids = append(ids, fmt.Sprintf("m%d", j))
 			}
 			out = append(out, tier(fmt.Sprintf("t%d", i), served, ids...))
@@ -532,7 +534,7 @@ func TestReconfigureValidation(t *testing.T) {
 		return out
 	}
 	seventeen := tier("t", served)
-	for i := range MaxTierMembers + 1 {
+	for i := range memberpoll.MaxTierMembers + 1 {
 		seventeen.Members = append(seventeen.Members, Member{ID: fmt.Sprintf("m%d", i), Endpoint: "http://127.0.0.1:1"})
 	}
 	withMember := func(m Member) []Tier {
@@ -546,16 +548,16 @@ func TestReconfigureValidation(t *testing.T) {
 		wantErr error
 	}{
 		{name: "direct tier", tiers: []Tier{tier("t", served, "a")}},
-		{name: "MaxMembers", tiers: manyTiers(MaxMembers)},
-		{name: "too many members", tiers: manyTiers(MaxMembers + 1), wantErr: ErrTooManyMembers},
-		{name: "no members", tiers: []Tier{tier("t", served)}, wantErr: ErrTierSize},
-		{name: "too many in one tier", tiers: []Tier{seventeen}, wantErr: ErrTierSize},
-		{name: "empty key", tiers: []Tier{tier("", served, "a")}, wantErr: ErrInvalidTier},
-		{name: "duplicate key", tiers: []Tier{tier("t", served, "a"), tier("t", served, "b")}, wantErr: ErrDuplicateTier},
+		{name: "MaxMembers", tiers: manyTiers(memberpoll.MaxMembers)},
+		{name: "too many members", tiers: manyTiers(memberpoll.MaxMembers + 1), wantErr: memberpoll.ErrTooManyMembers},
+		{name: "no members", tiers: []Tier{tier("t", served)}, wantErr: memberpoll.ErrTierSize},
+		{name: "too many in one tier", tiers: []Tier{seventeen}, wantErr: memberpoll.ErrTierSize},
+		{name: "empty key", tiers: []Tier{tier("", served, "a")}, wantErr: memberpoll.ErrInvalidTier},
+		{name: "duplicate key", tiers: []Tier{tier("t", served, "a"), tier("t", served, "b")}, wantErr: memberpoll.ErrDuplicateTier},
 		{name: "empty served model", tiers: []Tier{tier("t", "", "a")}, wantErr: ErrInvalidServedModel},
-		{name: "duplicate member", tiers: withMember(Member{ID: "a", Endpoint: "http://127.0.0.1:2"}), wantErr: ErrDuplicateMember},
-		{name: "bad member id", tiers: withMember(Member{ID: "-a", Endpoint: "http://127.0.0.1:2"}), wantErr: ErrInvalidMember},
-		{name: "long member id", tiers: withMember(Member{ID: strings.Repeat("a", 33), Endpoint: "http://127.0.0.1:2"}), wantErr: ErrInvalidMember},
+		{name: "duplicate member", tiers: withMember(Member{ID: "a", Endpoint: "http://127.0.0.1:2"}), wantErr: memberpoll.ErrDuplicateMember},
+		{name: "bad member id", tiers: withMember(Member{ID: "-a", Endpoint: "http://127.0.0.1:2"}), wantErr: memberpoll.ErrInvalidMember},
+		{name: "long member id", tiers: withMember(Member{ID: strings.Repeat("a", 33), Endpoint: "http://127.0.0.1:2"}), wantErr: memberpoll.ErrInvalidMember},
 		{name: "bad endpoint", tiers: withMember(Member{ID: "b", Endpoint: "127.0.0.1:2"}), wantErr: ErrInvalidEndpoint},
 	}
 	for _, tc := range tests {

@@ -1,9 +1,9 @@
 package readiness
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
@@ -72,14 +72,7 @@ type modelList struct {
 // Probe implements Prober. Its errors never contain the URL, the address or
 // the body.
 func (p HTTPProber) Probe(ctx context.Context, target Target) error {
-	client := p.Client
-	if client == nil {
-		client = defaultClient
-	}
-	body, err := memberhttp.Get(ctx, client, target.ModelsURL, "application/json", ProbeTimeout, MaxBodyBytes)
-	if errors.Is(err, memberhttp.ErrInvalidURL) {
-		return ErrInvalidEndpoint
-	}
+	body, err := memberhttp.Get(ctx, cmp.Or(p.Client, defaultClient), target.ModelsURL, "application/json", ProbeTimeout, MaxBodyBytes)
 	if err != nil {
 		return err
 	}
@@ -121,9 +114,5 @@ func ModelOwner(body []byte, servedModel string) (string, error) {
 // URL with a host and without userinfo, query or fragment; otherwise the
 // error is ErrInvalidEndpoint.
 func ModelsURL(endpoint string) (string, error) {
-	u, err := memberhttp.JoinURL(endpoint, ModelsPath)
-	if err != nil {
-		return "", ErrInvalidEndpoint
-	}
-	return u, nil
+	return memberhttp.JoinURL(endpoint, ModelsPath)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/memberhttp"
 )
 
 const served = "meta-llama/Llama-3.1-70B-Instruct"
@@ -90,14 +92,14 @@ func TestHTTPProber(t *testing.T) {
 		{
 			name:    "status",
 			handler: func(w http.ResponseWriter, _ *http.Request) { http.Error(w, list, http.StatusServiceUnavailable) },
-			wantErr: ErrHTTPStatus,
+			wantErr: memberhttp.ErrHTTPStatus,
 		},
 		{
 			name: "redirect not followed",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
 			},
-			wantErr: ErrHTTPStatus,
+			wantErr: memberhttp.ErrHTTPStatus,
 		},
 		{
 			name: "oversized",
@@ -106,7 +108,7 @@ func TestHTTPProber(t *testing.T) {
 				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 				_, _ = w.Write([]byte(body))
 			},
-			wantErr: ErrBodyTooLarge,
+			wantErr: memberhttp.ErrBodyTooLarge,
 		},
 		{
 			name: "oversized, chunked",
@@ -115,7 +117,7 @@ func TestHTTPProber(t *testing.T) {
 				w.(http.Flusher).Flush()
 				_, _ = w.Write([]byte(strings.Repeat("x", MaxBodyBytes) + `"}]}`))
 			},
-			wantErr: ErrBodyTooLarge,
+			wantErr: memberhttp.ErrBodyTooLarge,
 		},
 		{
 			name:    "malformed",
@@ -156,7 +158,7 @@ func TestHTTPProberTimeout(t *testing.T) {
 	defer close(release)
 	start := time.Now()
 	err := HTTPProber{}.Probe(context.Background(), Target{ModelsURL: srv.URL + ModelsPath, ServedModel: served})
-	if !errors.Is(err, ErrTimeout) {
+	if !errors.Is(err, memberhttp.ErrTimeout) {
 		t.Fatalf("Probe = %v, want ErrTimeout", err)
 	}
 	if elapsed := time.Since(start); elapsed < ProbeTimeout {

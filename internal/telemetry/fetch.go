@@ -2,51 +2,49 @@ package telemetry
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/memberpoll"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
-// The closed set of result label values of sluice_pressure_fetch_total.
+// The closed set of result label values of sluice_pressure_fetch_total:
+// pressure's collection outcomes (pressure.Classify).
 const (
 	// FetchSuccess is a fetch that returned telemetry within
 	// pressure.FetchTimeout.
-	FetchSuccess = "success"
-	// FetchTimeout is a fetch that timed out, or returned after
+	FetchSuccess = string(pressure.OutcomeSuccess)
+	// FetchTimeout is a fetch that timed out, or took longer than
 	// pressure.FetchTimeout by the clock (the cache counts it failed).
-	FetchTimeout = "timeout"
+	FetchTimeout = string(pressure.OutcomeTimeout)
 	// FetchTransportError is a fetch whose connection failed.
-	FetchTransportError = "transport_error"
+	FetchTransportError = string(pressure.OutcomeTransportError)
 	// FetchHTTPError is a fetch answered with a non-2xx status.
-	FetchHTTPError = "http_error"
+	FetchHTTPError = string(pressure.OutcomeHTTPError)
 	// FetchBodyTooLarge is a fetch whose body exceeded pressure.MaxBodyBytes.
-	FetchBodyTooLarge = "body_too_large"
-	// FetchParseError is a fetch whose body did not parse as an exposition.
-	FetchParseError = "parse_error"
+	FetchBodyTooLarge = string(pressure.OutcomeBodyTooLarge)
+	// FetchParseError is a fetch whose body could not be read as the
+	// engine's exposition.
+	FetchParseError = string(pressure.OutcomeParseError)
 	// FetchMissingSeries is a fetch whose exposition lacked the engine's
 	// pressure series.
-	FetchMissingSeries = "missing_series"
+	FetchMissingSeries = string(pressure.OutcomeMissingSeries)
 	// FetchCancelled is a fetch cancelled because the cache closed or the
 	// member was removed.
-	FetchCancelled = "cancelled"
+	FetchCancelled = string(pressure.OutcomeCancelled)
 	// FetchOtherError is any other failure.
-	FetchOtherError = "error"
+	FetchOtherError = string(pressure.OutcomeError)
 )
-
-// fetchResults is the result label domain, initialized at zero.
-var fetchResults = []string{FetchSuccess, FetchTimeout, FetchTransportError, FetchHTTPError,
-	FetchBodyTooLarge, FetchParseError, FetchMissingSeries, FetchCancelled, FetchOtherError}
 
 // maxTrackedTargets bounds the completion times FetchMetrics keeps: twice
 // the pressure cache's member bound, so reconfigurations that replace
 // every member once still fit; beyond it the oldest entry is forgotten.
-const maxTrackedTargets = 2 * pressure.MaxMembers
+const maxTrackedTargets = 2 * memberpoll.MaxMembers
 
 // FetchMetrics counts the pressure cache's metrics fetches by result
 // (sluice_pressure_fetch_total) and remembers when each target's last
@@ -76,8 +74,8 @@ func NewFetchMetrics(clk clock.PassiveClock) *FetchMetrics {
 		}, []string{labelResult}),
 		completed: map[pressure.Target]time.Time{},
 	}
-	for _, r := range fetchResults {
-		f.fetches.WithLabelValues(r)
+	for _, o := range pressure.Outcomes {
+		f.fetches.WithLabelValues(string(o))
 	}
 	return f
 }
@@ -97,12 +95,9 @@ func (f *FetchMetrics) Collect(ch chan<- prometheus.Metric) { f.fetches.Collect(
 // observe counts one fetch that started at start and ended now.
 func (f *FetchMetrics) observe(target pressure.Target, start time.Time, err error) {
 	end := f.clock.Now()
-	result := fetchResult(err)
-	if result == FetchSuccess && end.Sub(start) > pressure.FetchTimeout {
-		result = FetchTimeout
-	}
-	f.fetches.WithLabelValues(result).Inc()
-	if result == FetchCancelled {
+	result := pressure.Classify(err, end.Sub(start))
+	f.fetches.WithLabelValues(string(result)).Inc()
+	if result == pressure.OutcomeCancelled {
 		return // the cache discards the result: no sample was kept.
 	}
 	f.mu.Lock()
@@ -132,30 +127,6 @@ func (f *FetchMetrics) completedAt(target pressure.Target) (time.Time, bool) {
 	defer f.mu.Unlock()
 	at, ok := f.completed[target]
 	return at, ok
-}
-
-// fetchResult classifies a Collect error by the pressure package's
-// sentinels; the error itself is dropped.
-func fetchResult(err error) string {
-	switch {
-	case err == nil:
-		return FetchSuccess
-	case errors.Is(err, context.Canceled):
-		return FetchCancelled
-	case errors.Is(err, pressure.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return FetchTimeout
-	case errors.Is(err, pressure.ErrHTTPStatus):
-		return FetchHTTPError
-	case errors.Is(err, pressure.ErrTransport):
-		return FetchTransportError
-	case errors.Is(err, pressure.ErrBodyTooLarge):
-		return FetchBodyTooLarge
-	case errors.Is(err, pressure.ErrParse):
-		return FetchParseError
-	case errors.Is(err, pressure.ErrMissingSeries):
-		return FetchMissingSeries
-	}
-	return FetchOtherError
 }
 
 // countingCollector is the pressure.Collector FetchMetrics.Wrap returns.

@@ -64,8 +64,8 @@ func TestFetchResults(t *testing.T) {
 		if got := testutil.ToFloat64(f.fetches.WithLabelValues(tt.want)); got != 1 {
 			t.Errorf("%v: %s = %v, want 1", tt.err, tt.want, got)
 		}
-		if n := testutil.CollectAndCount(f, namePressureFetches); n != len(fetchResults) {
-			t.Errorf("%d result series, want the %d of the closed set", n, len(fetchResults))
+		if n := testutil.CollectAndCount(f, namePressureFetches); n != len(pressure.Outcomes) {
+			t.Errorf("%d result series, want the %d of the closed set", n, len(pressure.Outcomes))
 		}
 		out, _ := testutil.CollectAndFormat(f, expfmt.TypeTextPlain, namePressureFetches)
 		if strings.Contains(string(out), "127.0.0.1") || strings.Contains(string(out), "dial") {
