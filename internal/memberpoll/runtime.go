@@ -14,21 +14,13 @@ import (
 	"github.com/sluice-dev/sluice/api/bounds"
 )
 
-const (
-	// MaxMembers bounds the members registered across all tiers, and so the
-	// FIFO: the router-wide member bound (docs/CONFIGURATION.md#1-router-flags).
-	MaxMembers = bounds.MaxNodeMembers
-	// MaxTierMembers is the largest tier, the ReplicaTier API bound.
-	MaxTierMembers = bounds.MaxMembers
-)
-
 // Errors returned by a Runtime. Reconfigure wraps the registration errors
 // with the offending tier key and, when valid, member id.
 var (
 	ErrInvalidTier     = errors.New("memberpoll: invalid tier key")               // empty key
 	ErrDuplicateTier   = errors.New("memberpoll: duplicate tier key")             // two tiers, one key
-	ErrTierSize        = errors.New("memberpoll: tier member count out of range") // outside MinTierMembers..MaxTierMembers
-	ErrTooManyMembers  = errors.New("memberpoll: too many members")               // more than MaxMembers in total
+	ErrTierSize        = errors.New("memberpoll: tier member count out of range") // outside MinTierMembers..bounds.MaxMembers
+	ErrTooManyMembers  = errors.New("memberpoll: too many members")               // more than bounds.MaxNodeMembers in total (which also bounds the FIFO)
 	ErrInvalidMember   = errors.New("memberpoll: invalid member id")              // outside the ReplicaTier grammar
 	ErrDuplicateMember = errors.New("memberpoll: duplicate member id")            // two members of a tier, one id
 	ErrUnknownTier     = errors.New("memberpoll: unknown tier")
@@ -47,7 +39,7 @@ type Member interface {
 }
 
 // Tier registers one tier: a non-empty key, unique within the Runtime, and
-// Options.MinTierMembers..MaxTierMembers members.
+// Options.MinTierMembers..bounds.MaxMembers members.
 type Tier[M Member] struct {
 	Key     string
 	Members []M
@@ -205,11 +197,11 @@ func (r *Runtime[M, R, V]) validate(tiers []Tier[M]) error {
 			return ErrInvalidTier
 		case keys[t.Key]:
 			return fmt.Errorf("%w: tier %q", ErrDuplicateTier, t.Key)
-		case len(t.Members) < r.opts.MinTierMembers || len(t.Members) > MaxTierMembers:
+		case len(t.Members) < r.opts.MinTierMembers || len(t.Members) > bounds.MaxMembers:
 			return fmt.Errorf("%w: tier %q", ErrTierSize, t.Key)
 		}
 		keys[t.Key] = true
-		if total += len(t.Members); total > MaxMembers {
+		if total += len(t.Members); total > bounds.MaxNodeMembers {
 			return ErrTooManyMembers
 		}
 		ids := make(map[string]bool, len(t.Members))

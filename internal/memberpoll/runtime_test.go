@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // TestMain checks that every test's workers are gone once its cleanups
@@ -105,9 +107,9 @@ type harness struct {
 func newHarness(t *testing.T, workers int, opts ...func(*Options[reg, int, int])) *harness {
 	t.Helper()
 	h := &harness{
-		fake:      &fake{t: t, calls: make(chan *call, MaxMembers), done: make(chan struct{}), running: map[string]bool{}},
+		fake:      &fake{t: t, calls: make(chan *call, bounds.MaxNodeMembers), done: make(chan struct{}), running: map[string]bool{}},
 		clock:     clocktesting.NewFakeClock(epoch),
-		collected: make(chan string, MaxMembers),
+		collected: make(chan string, bounds.MaxNodeMembers),
 	}
 	o := Options[reg, int, int]{
 		Clock:   h.clock,
@@ -406,9 +408,9 @@ func TestValidate(t *testing.T) {
 	withCfg := tier("t", "a", "b")
 	withCfg.Members[1].cfg = -1
 	var full []Tier[reg]
-	for i := range MaxMembers / MaxTierMembers {
+	for i := range bounds.MaxNodeMembers / bounds.MaxMembers {
 		tr := Tier[reg]{Key: string(rune('a' + i))}
-		for j := range MaxTierMembers {
+		for j := range bounds.MaxMembers {
 			tr.Members = append(tr.Members, reg{id: string(rune('a' + j))})
 		}
 		full = append(full, tr)

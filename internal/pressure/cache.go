@@ -44,7 +44,7 @@ type Options struct {
 }
 
 // Tier registers one Capacity tier with a Cache: its key and
-// MinTierMembers..memberpoll.MaxTierMembers members with unique ids.
+// MinTierMembers..bounds.MaxMembers members with unique ids.
 type Tier = memberpoll.Tier[Member]
 
 // Member registers one member of a Capacity tier.

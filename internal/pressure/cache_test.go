@@ -53,7 +53,7 @@ type fakeCollector struct {
 }
 
 func newFakeCollector() *fakeCollector {
-	return &fakeCollector{calls: make(chan *fakeCall, memberpoll.MaxMembers)}
+	return &fakeCollector{calls: make(chan *fakeCall, bounds.MaxNodeMembers)}
 }
 
 func (f *fakeCollector) Collect(ctx context.Context, target Target) (scheduler.Telemetry, error) {
@@ -110,7 +110,7 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{
 		clock:     clocktesting.NewFakeClock(epoch),
 		coll:      newFakeCollector(),
-		published: make(chan string, memberpoll.MaxMembers),
+		published: make(chan string, bounds.MaxNodeMembers),
 	}
 	h.c = New(Options{Clock: h.clock, Collector: h.coll})
 	h.c.published = func(id string) { h.published <- id }
@@ -763,7 +763,7 @@ func TestReconfigureValidation(t *testing.T) {
 	many := func(n int) []Tier {
 		var out []Tier
 		for i := 0; n > 0; i++ {
-			k := min(n, memberpoll.MaxTierMembers)
+			k := min(n, bounds.MaxMembers)
 			var ids []string
 			for j := range k {
 				ids = append(ids, fmt.Sprintf("m%d", j))
@@ -784,8 +784,8 @@ func TestReconfigureValidation(t *testing.T) {
 		wantErr error
 	}{
 		{name: "empty", tiers: nil},
-		{name: "MaxMembers", tiers: many(memberpoll.MaxMembers)},
-		{name: "too many members", tiers: append(many(memberpoll.MaxMembers-14), tier("last", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o")), wantErr: memberpoll.ErrTooManyMembers},
+		{name: "MaxMembers", tiers: many(bounds.MaxNodeMembers)},
+		{name: "too many members", tiers: append(many(bounds.MaxNodeMembers-14), tier("last", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o")), wantErr: memberpoll.ErrTooManyMembers},
 		{name: "one member", tiers: []Tier{tier("t", "a")}, wantErr: memberpoll.ErrTierSize},
 		{name: "oversized tier", tiers: []Tier{{Key: "t", Members: append(many(16)[0].Members, Member{ID: "x", Capacity: 1})}}, wantErr: memberpoll.ErrTierSize},
 		{name: "empty tier key", tiers: []Tier{tier("", "a", "b")}, wantErr: memberpoll.ErrInvalidTier},

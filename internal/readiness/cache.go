@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/memberpoll"
 )
 
@@ -42,7 +43,7 @@ type Tier struct {
 	Key string
 	// ServedModel is the model id every member must list exactly.
 	ServedModel string
-	// Members are the tier's members, 1..memberpoll.MaxTierMembers with
+	// Members are the tier's members, 1..bounds.MaxMembers with
 	// unique ids.
 	Members []Member
 }
@@ -94,7 +95,7 @@ func New(opts Options) *Cache {
 		Collect:    c.probe,
 		Project:    c.project,
 		Validate:   validTarget,
-		Workers:    memberpoll.MaxMembers, // a stalled endpoint delays only its member
+		Workers:    bounds.MaxNodeMembers, // a stalled endpoint delays only its member
 		RequestNew: true,
 		Collected:  func(id string) { c.probed(id) },
 	})

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/memberpoll"
 )
 
@@ -99,9 +100,9 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{
 		clock:  clocktesting.NewFakeClock(epoch),
-		prober: &fakeProber{calls: make(chan *probeCall, memberpoll.MaxMembers)},
-		probed: make(chan string, memberpoll.MaxMembers),
-		waits:  make(chan string, memberpoll.MaxMembers),
+		prober: &fakeProber{calls: make(chan *probeCall, bounds.MaxNodeMembers)},
+		probed: make(chan string, bounds.MaxNodeMembers),
+		waits:  make(chan string, bounds.MaxNodeMembers),
 	}
 	h.c = New(Options{Clock: h.clock, Prober: h.prober, Interval: interval})
 	h.c.probed = func(id string) { h.probed <- id }
@@ -524,9 +525,9 @@ func TestReadyIsDetached(t *testing.T) {
 func TestReconfigureValidation(t *testing.T) {
 	manyTiers := func(n int) []Tier {
 		var out []Tier
-		for i := range (n + memberpoll.MaxTierMembers - 1) / memberpoll.MaxTierMembers {
+		for i := range (n + bounds.MaxMembers - 1) / bounds.MaxMembers {
 			var ids []string
-			for j := range min(memberpoll.MaxTierMembers, n-i*memberpoll.MaxTierMembers) {
+			for j := range min(bounds.MaxMembers, n-i*bounds.MaxMembers) {
 				ids = append(ids, fmt.Sprintf("m%d", j))
 			}
 			out = append(out, tier(fmt.Sprintf("t%d", i), served, ids...))
@@ -534,7 +535,7 @@ func TestReconfigureValidation(t *testing.T) {
 		return out
 	}
 	seventeen := tier("t", served)
-	for i := range memberpoll.MaxTierMembers + 1 {
+	for i := range bounds.MaxMembers + 1 {
 		seventeen.Members = append(seventeen.Members, Member{ID: fmt.Sprintf("m%d", i), Endpoint: "http://127.0.0.1:1"})
 	}
 	withMember := func(m Member) []Tier {
@@ -548,8 +549,8 @@ func TestReconfigureValidation(t *testing.T) {
 		wantErr error
 	}{
 		{name: "direct tier", tiers: []Tier{tier("t", served, "a")}},
-		{name: "MaxMembers", tiers: manyTiers(memberpoll.MaxMembers)},
-		{name: "too many members", tiers: manyTiers(memberpoll.MaxMembers + 1), wantErr: memberpoll.ErrTooManyMembers},
+		{name: "MaxMembers", tiers: manyTiers(bounds.MaxNodeMembers)},
+		{name: "too many members", tiers: manyTiers(bounds.MaxNodeMembers + 1), wantErr: memberpoll.ErrTooManyMembers},
 		{name: "no members", tiers: []Tier{tier("t", served)}, wantErr: memberpoll.ErrTierSize},
 		{name: "too many in one tier", tiers: []Tier{seventeen}, wantErr: memberpoll.ErrTierSize},
 		{name: "empty key", tiers: []Tier{tier("", served, "a")}, wantErr: memberpoll.ErrInvalidTier},

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
-	"github.com/sluice-dev/sluice/internal/memberpoll"
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
@@ -44,7 +44,7 @@ const (
 // maxTrackedTargets bounds the completion times FetchMetrics keeps: twice
 // the pressure cache's member bound, so reconfigurations that replace
 // every member once still fit; beyond it the oldest entry is forgotten.
-const maxTrackedTargets = 2 * memberpoll.MaxMembers
+const maxTrackedTargets = 2 * bounds.MaxNodeMembers
 
 // FetchMetrics counts the pressure cache's metrics fetches by result
 // (sluice_pressure_fetch_total) and remembers when each target's last
