@@ -242,7 +242,7 @@ func runPhase(ctx context.Context, o *options, st stack, t *sluicev1.ReplicaTier
 		return phaseReport{}, err
 	}
 	for id, addr := range st.engines {
-		if err := post(ctx, "http://"+addr+"/debug/reset", http.StatusNoContent); err != nil {
+		if err := adminapi.Post(ctx, httpClient, "http://"+addr+"/debug/reset", http.StatusNoContent); err != nil {
 			return phaseReport{}, fmt.Errorf("reset engine %s: %w", id, err)
 		}
 	}

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/adminapi"
 )
 
 // Bounds of the demo's polling and HTTP calls.
@@ -160,43 +158,9 @@ var httpClient = &http.Client{
 	Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4},
 }
 
-// getJSON GETs url and decodes the JSON body into v.
+// getJSON GETs an admin or debug url and decodes the JSON body into v.
 func getJSON(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
-	}
-	return json.Unmarshal(body, v)
-}
-
-// post POSTs an empty body to url and expects wantStatus.
-func post(ctx context.Context, url string, wantStatus int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(nil))
-	if err != nil {
-		return err
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAdminBody))
-	if resp.StatusCode != wantStatus {
-		return fmt.Errorf("POST %s: status %d", url, resp.StatusCode)
-	}
-	return nil
+	return adminapi.GetJSON(ctx, httpClient, url, maxAdminBody, v)
 }
 
 // engineFlags are the enginesim command-line flags of one member. Like a

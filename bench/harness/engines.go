@@ -3,14 +3,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/startlines"
 	"github.com/sluice-dev/sluice/internal/supervise"
 )
@@ -28,41 +26,7 @@ var adminClient = &http.Client{
 
 // getJSON decodes the JSON answer of GET url into v.
 func getJSON(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := adminClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: status %d: %s", url, resp.StatusCode, tail(string(body), 200))
-	}
-	return json.Unmarshal(body, v)
-}
-
-// post sends POST url with an empty body and expects want.
-func post(ctx context.Context, url string, want int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(nil))
-	if err != nil {
-		return err
-	}
-	resp, err := adminClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("POST %s: status %d, want %d", url, resp.StatusCode, want)
-	}
-	return nil
+	return adminapi.GetJSON(ctx, adminClient, url, 4<<20, v)
 }
 
 // engineOptions are the enginesim flags a scenario sets.
@@ -154,7 +118,7 @@ func (e *engine) stats(ctx context.Context) (engineStats, error) {
 // reset lowers the engine's maxima to the current values and zeroes its
 // request counters.
 func (e *engine) reset(ctx context.Context) error {
-	return post(ctx, e.url()+"/debug/reset", http.StatusNoContent)
+	return adminapi.Post(ctx, adminClient, e.url()+"/debug/reset", http.StatusNoContent)
 }
 
 // waitEnginesIdle waits until no inference request is inside any engine.

@@ -4,8 +4,8 @@
 // them. The router fills and serves them; every client that reads them —
 // the status writer, the metrics collectors, the plugin, the demo, the
 // benchmark harness, the chaos soak and the end-to-end tests — decodes into
-// the same types, so a field is named once. It imports nothing of the
-// project.
+// the same types, so a field is named once; GetJSON and Post are the small
+// client the programs and tests share. It imports nothing of the project.
 package adminapi
 
 // CapacityView is the body of GET /admin/v1/capacity.
