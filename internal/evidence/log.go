@@ -118,7 +118,7 @@ func (l *Log) Find(requestID string) (Record, bool) {
 	return found, ok
 }
 
-// Summary summarizes the records held (see Summarize).
+// Summary summarizes the records held, as SummarizeJSONL does a file.
 func (l *Log) Summary() Summary {
 	var s summarizer
 	l.walk(func(r *Record) bool {

@@ -34,7 +34,10 @@ type Summary struct {
 	InvalidScheduler int `json:"invalid_scheduler"`
 }
 
-// summarizer accumulates a Summary.
+// summarizer accumulates a Summary: records per outcome, tier, member,
+// refusal reason and freshness class of the winner. A scheduler payload
+// failing Record.SchedulerValid is not counted as evidence but as
+// InvalidScheduler, as on every other surface.
 type summarizer struct {
 	s Summary
 }
@@ -84,18 +87,6 @@ func (z *summarizer) init() {
 func (z *summarizer) summary() Summary {
 	z.init()
 	return z.s
-}
-
-// Summarize counts records: per outcome, tier, member, refusal reason and
-// freshness class of the winner. A scheduler payload failing
-// Record.SchedulerValid is not counted as evidence but as InvalidScheduler,
-// as on every other surface.
-func Summarize(records []Record) Summary {
-	var z summarizer
-	for i := range records {
-		z.add(&records[i])
-	}
-	return z.summary()
 }
 
 // SummarizeJSONL counts the records of a captured JSONL stream, such as a

@@ -6,11 +6,20 @@ import (
 	"testing"
 )
 
+// summarize counts records as the decision log and SummarizeJSONL do.
+func summarize(records []Record) Summary {
+	var z summarizer
+	for i := range records {
+		z.add(&records[i])
+	}
+	return z.summary()
+}
+
 func TestSummarize(t *testing.T) {
 	rr := streamedRecord("req-rr-1", StreamTruncated)
 	bad := capacityRecord(t)
 	bad.Member = "gpu0" // the payload no longer matches the attempt.
-	s := Summarize([]Record{capacityRecord(t), capacityRecord(t), rr, notAdmittedRecord(), refusedRecord(), bad})
+	s := summarize([]Record{capacityRecord(t), capacityRecord(t), rr, notAdmittedRecord(), refusedRecord(), bad})
 	want := Summary{
 		Records:          6,
 		Outcomes:         map[string]int{"admitted": 4, "not_admitted": 1, "refused": 1},
@@ -24,7 +33,7 @@ func TestSummarize(t *testing.T) {
 	if got, _ := json.Marshal(s); string(got) != string(mustMarshal(t, want)) {
 		t.Fatalf("Summarize\n got %s\nwant %s", got, mustMarshal(t, want))
 	}
-	empty, _ := json.Marshal(Summarize(nil))
+	empty, _ := json.Marshal(summarize(nil))
 	if string(empty) != `{"records":0,"outcomes":{},"tiers":{},"members":{},"stream_outcomes":{},"refusal_reasons":{},"winner_freshness":{},"invalid_records":0,"invalid_scheduler":0}` {
 		t.Fatalf("empty summary %s", empty)
 	}

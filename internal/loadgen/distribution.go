@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -114,23 +113,6 @@ func (d *Distribution) Quantile(q float64) time.Duration {
 func (d *Distribution) Samples() []time.Duration {
 	d.sort()
 	return slices.Clone(d.samples)
-}
-
-// Histogram counts the kept samples into buckets: counts[i] holds the
-// samples v with bounds[i-1] < v ≤ bounds[i] (bounds[-1] being -∞), and the
-// last entry, counts[len(bounds)], those above every bound. bounds must be
-// ascending.
-func (d *Distribution) Histogram(bounds []time.Duration) []int {
-	d.sort()
-	counts := make([]int, len(bounds)+1)
-	prev := 0
-	for i, b := range bounds {
-		n := sort.Search(len(d.samples), func(k int) bool { return d.samples[k] > b })
-		counts[i] = max(n-prev, 0)
-		prev = max(n, prev)
-	}
-	counts[len(bounds)] = len(d.samples) - prev
-	return counts
 }
 
 // Summary returns the distribution's count and main statistics.

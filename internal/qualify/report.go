@@ -252,17 +252,6 @@ func (r *Report) WriteFiles(dir string) error {
 	return writeChart(filepath.Join(dir, ChartFile), r)
 }
 
-// ReportDigest returns the sha256 of dir's report.json, as the accepted
-// annotation records it.
-func ReportDigest(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ReportFile)) //nolint:gosec // the caller's own output directory.
-	if err != nil {
-		return "", err
-	}
-	d := sha256.Sum256(b)
-	return hex.EncodeToString(d[:]), nil
-}
-
 // WriteSummary writes the one-screen text summary; digest is report.json's
 // sha256.
 func (r *Report) WriteSummary(w io.Writer, digest [sha256.Size]byte) error {
