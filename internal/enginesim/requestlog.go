@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/sluice-dev/sluice/internal/sockpeek"
 )
 
 // HeaderRequestID is the request header whose value the request log keeps:
@@ -64,9 +66,11 @@ type liveRequest struct {
 }
 
 // served reports whether the request is still being served: its context
-// has not ended and its peer has not closed the connection.
+// has not ended and its peer has not closed the connection (bytes from the
+// peer mean it is still talking). Where the socket cannot be peeked at, a
+// request counts until its handler returns or its context ends.
 func (l liveRequest) served() bool {
-	return l.ctx.Err() == nil && (l.conn == nil || !peerClosed(l.conn))
+	return l.ctx.Err() == nil && (l.conn == nil || sockpeek.Peek(l.conn) != sockpeek.Closed)
 }
 
 // arrive registers r, writes its line and returns the function that

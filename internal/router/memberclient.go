@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/sockpeek"
 )
 
 // Tuning of the upstream connections. Members are engines on loopback:
@@ -458,13 +460,16 @@ func (l *headLimit) Read(p []byte) (int, error) {
 }
 
 // alive reports whether an idle connection can carry a request: nothing is
-// buffered, and the member neither closed the connection nor sent anything
-// since the last response (see peerClosed).
+// buffered, and the member neither closed or reset the connection nor sent
+// bytes nobody asked for since the last response. Where the socket cannot
+// be peeked at, a connection the member closed is found when the request
+// on it fails.
 func (c *memberConn) alive() bool {
 	if c.br.Buffered() > 0 || c.raw.SetReadDeadline(time.Time{}) != nil {
 		return false
 	}
-	return !peerClosed(c.raw)
+	st := sockpeek.Peek(c.raw)
+	return st == sockpeek.Open || st == sockpeek.Unknown
 }
 
 // abort makes the connection's blocked and future reads and writes fail at

@@ -1,0 +1,87 @@
+//go:build unix
+
+package sockpeek
+
+import (
+	"context"
+	"net"
+	"testing"
+)
+
+// TestPeek checks each state: an open connection, one with bytes waiting,
+// one whose peer closed it (FIN), one whose peer reset it (RST), one closed
+// on this side, and a connection that is not a socket.
+func TestPeek(t *testing.T) {
+	ctx := context.Background()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pair := func() (client, server net.Conn) {
+		t.Helper()
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(); _ = s.Close() })
+		return c, s
+	}
+
+	c, s := pair()
+	if got := Peek(s); got != Open {
+		t.Fatalf("an open connection reads as %v", got)
+	}
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	awaitPeek(t, s, Data)
+	var b [1]byte
+	if n, err := s.Read(b[:]); n != 1 || err != nil {
+		t.Fatalf("the peeked byte was consumed: %d, %v", n, err)
+	}
+
+	c, s = pair()
+	_ = c.Close()
+	awaitPeek(t, s, Closed)
+
+	c, s = pair()
+	_ = c.(*net.TCPConn).SetLinger(0)
+	_ = c.Close()
+	awaitPeek(t, s, Closed)
+
+	_, s = pair()
+	_ = s.Close()
+	if got := Peek(s); got != Closed {
+		t.Fatalf("a connection closed locally reads as %v", got)
+	}
+
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	defer p2.Close()
+	if got := Peek(p1); got != Unknown {
+		t.Fatalf("a pipe reads as %v", got)
+	}
+}
+
+// awaitPeek checks that Peek(s) is want. On loopback the peer's bytes, FIN
+// or RST are queued before its write or close returns, so one look
+// suffices; the bounded loop only spares a test failure on a kernel that
+// delivers later.
+func awaitPeek(t *testing.T, s net.Conn, want State) {
+	t.Helper()
+	const attempts = 1000
+	got := Unknown
+	for range attempts {
+		if got = Peek(s); got == want {
+			return
+		}
+	}
+	t.Fatalf("Peek = %v after %d looks, want %v", got, attempts, want)
+}
