@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/supervise"
@@ -43,7 +44,7 @@ func haproxyConfig(o haproxyOptions) string {
 	return b.String()
 }
 
-// haproxyProc is one running HAProxy.
+// haproxyProc is one running HAProxy, or the bare proxy.
 type haproxyProc struct {
 	proc *supervise.Process
 	addr string
@@ -73,6 +74,34 @@ func (s *supervisor) startHAProxy(bin, name, dir string, o haproxyOptions) (*hap
 	}
 	if err := supervise.WaitTCP(s.ctx, addr, startTimeout); err != nil {
 		return nil, fmt.Errorf("%s accepting connections on %s: %w", name, addr, err)
+	}
+	return &haproxyProc{proc: p, addr: addr}, nil
+}
+
+// bareProxyName is the bare proxy's row: the floor of a plain net/http
+// proxy, measured in the same rounds as the router.
+const bareProxyName = "net/http ReverseProxy (floor)"
+
+// bareProxyStarted matches bareproxy's start line.
+var bareProxyStarted = regexp.MustCompile(`^bareproxy listening on (127\.0\.0\.1:\d+)$`)
+
+// startBareProxy starts bench/bareproxy in front of the engines, taking
+// them in turn.
+func (s *supervisor) startBareProxy(bin, name string, engines []*engine) (*haproxyProc, error) {
+	args := []string{"-listen", "127.0.0.1:0"}
+	for _, e := range engines {
+		args = append(args, e.url())
+	}
+	var addr string
+	p, err := s.start(name, bin, func(line []byte) bool {
+		m := bareProxyStarted.FindSubmatch(line)
+		if m != nil {
+			addr = string(m[1])
+		}
+		return m != nil
+	}, args...)
+	if err != nil {
+		return nil, err
 	}
 	return &haproxyProc{proc: p, addr: addr}, nil
 }

@@ -101,10 +101,10 @@ type runEnv struct {
 	opts    options
 	sup     *supervisor
 	workDir string
-	// router, enginesim, haproxy and wrk are the binaries.
-	router, enginesim, haproxy, wrk string
-	stderr                          io.Writer
-	started                         time.Time
+	// router, enginesim, bareproxy, haproxy and wrk are the binaries.
+	router, enginesim, bareproxy, haproxy, wrk string
+	stderr                                     io.Writer
+	started                                    time.Time
 }
 
 // dir returns a subdirectory of the work directory.
@@ -212,7 +212,7 @@ func scenarioError(env *runEnv, name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
-// buildBinaries builds the router and enginesim into the bin directory
+// buildBinaries builds the router, enginesim and the bare proxy into the bin directory
 // under -work (shared by runs, so old runs leave only their logs).
 func buildBinaries(env *runEnv) error {
 	bin, err := filepath.Abs(filepath.Join(env.opts.work, "bin"))
@@ -222,7 +222,7 @@ func buildBinaries(env *runEnv) error {
 	for _, b := range []struct {
 		dst *string
 		pkg string
-	}{{&env.router, "./cmd/router"}, {&env.enginesim, "./cmd/enginesim"}} {
+	}{{&env.router, "./cmd/router"}, {&env.enginesim, "./cmd/enginesim"}, {&env.bareproxy, "./bench/bareproxy"}} {
 		*b.dst = filepath.Join(bin, filepath.Base(b.pkg))
 		env.progress("go build -o %s %s", *b.dst, b.pkg)
 		cmd := exec.CommandContext(env.sup.ctx, "go", "build", "-o", *b.dst, b.pkg) //nolint:gosec // fixed package paths.

@@ -125,15 +125,21 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 		return nil, err
 	}
 	procs = append(procs, hp.proc)
+	bare, err := sup.startBareProxy(env.bareproxy, "overhead-bareproxy", engines)
+	if err != nil {
+		return nil, err
+	}
+	procs = append(procs, bare.proc)
 
 	const path = "/v1/chat/completions"
 	systems := []*overheadSystem{
 		{Name: "direct", URL: engines[0].url() + path},
 		{Name: "sluice RoundRobin", URL: "http://" + rt.front + path},
 		{Name: "sluice Capacity", URL: "http://" + rt.front + path, capacityTier: tiers[1].key()},
+		{Name: bareProxyName, URL: "http://" + bare.addr + path},
 		{Name: "HAProxy leastconn", URL: "http://" + hp.addr + path},
 	}
-	models := []string{benchModel, aliasRoundRobin, aliasCapacity, benchModel}
+	models := []string{benchModel, aliasRoundRobin, aliasCapacity, benchModel, benchModel}
 	for i, s := range systems {
 		if s.script, err = writeWrkScript(env.workDir, fmt.Sprintf("overhead-%d", i), overheadBody(models[i])); err != nil {
 			return nil, err
