@@ -116,3 +116,36 @@ func usageSince(scenario string, start, end cpuMark, cpus int) cpuUsage {
 	}
 	return u
 }
+
+// processCPU returns the CPU time (user and system) process pid has used,
+// from /proc/PID/stat.
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseProcessCPU(b)
+}
+
+// parseProcessCPU reads utime and stime (fields 14 and 15) of a
+// /proc/PID/stat line. The command name (field 2) may hold spaces and
+// parentheses, so fields are counted after its closing parenthesis.
+func parseProcessCPU(b []byte) (time.Duration, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%w: no command name in a stat line", errProcStatus)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%w: %d fields after the command name", errProcStatus, len(f))
+	}
+	var ticks uint64
+	for _, s := range f[11:13] { // fields 14 and 15 of the line
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%w: stat field %q", errProcStatus, s)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTicksPerSecond, nil //nolint:gosec // a process's CPU ticks fit an int64 for 2^63 / 100 s.
+}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"time"
@@ -21,7 +22,20 @@ const adminTimeout = 5 * time.Second
 // connection so it never shows up in a measured process's connections.
 var adminClient = &http.Client{
 	Timeout:   adminTimeout,
-	Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
+	Transport: bearer{&http.Transport{Proxy: nil, DisableKeepAlives: true}},
+}
+
+// adminToken is the routers' admin token (their --admin-token-file), sent
+// with every admin and debug call; enginesim ignores it.
+var adminToken = rand.Text()
+
+// bearer sends adminToken with every request.
+type bearer struct{ next http.RoundTripper }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+adminToken)
+	return b.next.RoundTrip(r)
 }
 
 // getJSON decodes the JSON answer of GET url into v.

@@ -49,10 +49,16 @@ type overheadSystem struct {
 	// capacityTier is the tier key when this is the Capacity tier, whose
 	// pressure is primed before every run.
 	capacityTier string
+	// proc is the proxy's process, whose CPU time the saturation runs
+	// count; nil for direct.
+	proc *supervise.Process
 	// C1 and C32 are the per-round results at concurrency 1 and 32.
 	C1 []wrkResult `json:"c1"`
 	// C32 is the per-round results at 32 connections.
 	C32 []wrkResult `json:"c32"`
+	// C32CPUUS is the proxy's CPU time per request in each round's
+	// saturation run, in microseconds; empty for direct.
+	C32CPUUS []float64 `json:"c32_cpu_us_per_request,omitempty"`
 }
 
 // overheadResult is scenario 1's measurements and summary.
@@ -67,6 +73,9 @@ type overheadResult struct {
 	Summary overheadSummary `json:"summary"`
 	// Commands are the exact commands run, with placeholders for ports.
 	Commands []string `json:"commands"`
+	// Profile is where the router spent its CPU in one more saturation run
+	// of the Capacity tier, after the rounds.
+	Profile *profileResult `json:"profile,omitempty"`
 }
 
 // overheadRow is one system's medians.
@@ -90,6 +99,11 @@ type overheadRow struct {
 	// VsHAProxy is the median over rounds of RPS32 / HAProxy's RPS32 in
 	// the same round.
 	VsHAProxy float64 `json:"rps_c32_vs_haproxy"`
+	// CPUPerRequestUS is the median over rounds of the proxy's CPU time per
+	// request at 32 connections (user and system, from /proc/PID/stat);
+	// zero for direct. On a 2-core machine saturated by the load
+	// generator, the proxy and the engines, it is what decides throughput.
+	CPUPerRequestUS float64 `json:"cpu_us_per_request_c32"`
 }
 
 // overheadSummary is scenario 1's table.
@@ -134,10 +148,10 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 	const path = "/v1/chat/completions"
 	systems := []*overheadSystem{
 		{Name: "direct", URL: engines[0].url() + path},
-		{Name: "sluice RoundRobin", URL: "http://" + rt.front + path},
-		{Name: "sluice Capacity", URL: "http://" + rt.front + path, capacityTier: tiers[1].key()},
-		{Name: bareProxyName, URL: "http://" + bare.addr + path},
-		{Name: "HAProxy leastconn", URL: "http://" + hp.addr + path},
+		{Name: "sluice RoundRobin", URL: "http://" + rt.front + path, proc: rt.proc},
+		{Name: "sluice Capacity", URL: "http://" + rt.front + path, capacityTier: tiers[1].key(), proc: rt.proc},
+		{Name: bareProxyName, URL: "http://" + bare.addr + path, proc: bare.proc},
+		{Name: "HAProxy leastconn", URL: "http://" + hp.addr + path, proc: hp.proc},
 	}
 	models := []string{benchModel, aliasRoundRobin, aliasCapacity, benchModel, benchModel}
 	for i, s := range systems {
@@ -178,12 +192,28 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 			s.C1 = append(s.C1, w)
 		}
 		for i, s := range systems {
+			var before time.Duration
+			if s.proc != nil {
+				if before, err = processCPU(s.proc.Pid()); err != nil {
+					return nil, err
+				}
+			}
 			w, err := run(s, fmt.Sprintf("overhead-r%d-%d-c32", r+1, i), saturationConns, saturationThreads, o.overheadRun)
 			if err != nil {
 				return nil, err
 			}
 			s.C32 = append(s.C32, w)
+			if s.proc != nil {
+				after, err := processCPU(s.proc.Pid())
+				if err != nil {
+					return nil, err
+				}
+				s.C32CPUUS = append(s.C32CPUUS, cpuPerRequestUS(after-before, w.Requests))
+			}
 		}
+	}
+	if res.Profile, err = profileRouter(env, rt, systems[2], max(2*int(o.overheadRun.Seconds()), 2)); err != nil {
+		return nil, err
 	}
 	if err := requireIdleRouter(env, rt); err != nil {
 		return nil, err
@@ -246,7 +276,21 @@ func summarizeOverhead(systems []*overheadSystem) (overheadSummary, error) {
 		if row.VsHAProxy, err = median(vs); err != nil {
 			return sum, err
 		}
+		if len(s.C32CPUUS) > 0 {
+			if row.CPUPerRequestUS, err = median(s.C32CPUUS); err != nil {
+				return sum, err
+			}
+		}
 		sum.Rows = append(sum.Rows, row)
 	}
 	return sum, nil
+}
+
+// cpuPerRequestUS divides a process's CPU time over a run by the requests
+// the run completed, in microseconds; zero without requests.
+func cpuPerRequestUS(cpu time.Duration, requests int) float64 {
+	if requests <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / float64(requests)
 }

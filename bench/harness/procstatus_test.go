@@ -51,3 +51,26 @@ func TestReadProcStat(t *testing.T) {
 		t.Fatalf("machine CPU = %+v, %v", m, err)
 	}
 }
+
+func TestParseProcessCPU(t *testing.T) {
+	// utime 250 and stime 50 ticks, with a command name holding a space and
+	// a parenthesis.
+	line := "1234 (my (odd) proc) S 1 1234 1234 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 4 0 100 1000 10\n"
+	if got, err := parseProcessCPU([]byte(line)); err != nil || got != 3*time.Second {
+		t.Fatalf("parseProcessCPU = %v, %v; want 3s", got, err)
+	}
+	for _, bad := range []string{"1234 no name", "1234 (x) S 1 2", "1234 (x) S 1 1 1 0 -1 0 0 0 0 0 x 50 0"} {
+		if _, err := parseProcessCPU([]byte(bad)); !errors.Is(err, errProcStatus) {
+			t.Errorf("parseProcessCPU(%q) = %v, want errProcStatus", bad, err)
+		}
+	}
+	if cpu, err := processCPU(os.Getpid()); err != nil || cpu <= 0 {
+		t.Fatalf("processCPU(self) = %v, %v", cpu, err)
+	}
+	if got := cpuPerRequestUS(2*time.Millisecond, 40); got != 50 {
+		t.Fatalf("cpuPerRequestUS = %v, want 50", got)
+	}
+	if got := cpuPerRequestUS(time.Second, 0); got != 0 {
+		t.Fatalf("cpuPerRequestUS without requests = %v", got)
+	}
+}

@@ -223,13 +223,27 @@ func summaryMarkdown(r *results) string {
 		fmt.Fprintf(&b, "## Proxy overhead (wrk, small non-streaming chat request, instant enginesim)\n\n")
 		fmt.Fprintf(&b, "Medians over %d alternating rounds of %.0f s runs; \"added\" is the median of the same-round differences to direct; "+
 			"the HAProxy ratio is the median of the same-round ratios.\n\n", o.Rounds, o.RunSeconds)
-		b.WriteString("| system | c=1 p50 | c=1 p99 | added p50 | added p99 | c=1 req/s | c=32 req/s | c=32 vs HAProxy |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| system | c=1 p50 | c=1 p99 | added p50 | added p99 | c=1 req/s | c=32 req/s | c=32 vs HAProxy | proxy CPU per request (c=32) |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, row := range o.Summary.Rows {
-			fmt.Fprintf(&b, "| %s | %.0f µs | %.0f µs | %+.0f µs | %+.0f µs | %.0f | %.0f | %.2f× |\n",
-				row.Name, row.P50US, row.P99US, row.AddedP50US, row.AddedP99US, row.RPS1, row.RPS32, row.VsHAProxy)
+			cpu := "—"
+			if row.CPUPerRequestUS > 0 {
+				cpu = fmt.Sprintf("%.0f µs", row.CPUPerRequestUS)
+			}
+			fmt.Fprintf(&b, "| %s | %.0f µs | %.0f µs | %+.0f µs | %+.0f µs | %.0f | %.0f | %.2f× | %s |\n",
+				row.Name, row.P50US, row.P99US, row.AddedP50US, row.AddedP99US, row.RPS1, row.RPS32, row.VsHAProxy, cpu)
 		}
 		b.WriteString("\n")
+		if p := o.Profile; p != nil {
+			fmt.Fprintf(&b, "Where the router's CPU went: a %.0f s CPU profile (`%s`) of %s at 32 connections, %d requests, %.2f CPU·s sampled; "+
+				"each sample is given to the innermost frame an area claims (the collector wherever it is on the stack).\n\n",
+				p.Seconds, p.File, p.System, p.Requests, p.CPUSeconds)
+			b.WriteString("| area | share | CPU per request |\n|---|---:|---:|\n")
+			for _, a := range p.Areas {
+				fmt.Fprintf(&b, "| %s | %.1f %% | %.1f µs |\n", a.Area, 100*a.Share, a.USPerRequest)
+			}
+			b.WriteString("\n")
+		}
 	}
 	if h := r.Hidden; h != nil {
 		fmt.Fprintf(&b, "## Hidden load (internal/loadgen, streaming chat, open loop)\n\n")

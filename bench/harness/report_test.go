@@ -27,7 +27,7 @@ func overheadFixture() []*overheadSystem {
 		{Name: "direct", C1: []wrkResult{wrkAt(50, 500, 1), wrkAt(60, 700, 1), wrkAt(55, 600, 1)},
 			C32: []wrkResult{wrkAt(1, 1, 30000), wrkAt(1, 1, 28000), wrkAt(1, 1, 29000)}},
 		{Name: "sluice RoundRobin", C1: []wrkResult{wrkAt(150, 900, 1), wrkAt(200, 2700, 1), wrkAt(155, 1000, 1)},
-			C32: []wrkResult{wrkAt(1, 1, 7000), wrkAt(1, 1, 9000), wrkAt(1, 1, 8000)}},
+			C32: []wrkResult{wrkAt(1, 1, 7000), wrkAt(1, 1, 9000), wrkAt(1, 1, 8000)}, C32CPUUS: []float64{90, 70, 80}},
 		{Name: "sluice Capacity", C1: []wrkResult{wrkAt(170, 900, 1), wrkAt(180, 900, 1), wrkAt(175, 900, 1)},
 			C32: []wrkResult{wrkAt(1, 1, 8000), wrkAt(1, 1, 8000), wrkAt(1, 1, 8000)}},
 		{Name: "HAProxy leastconn", C1: []wrkResult{wrkAt(150, 800, 1), wrkAt(160, 900, 1), wrkAt(155, 850, 1)},
@@ -49,7 +49,10 @@ func TestSummarizeOverhead(t *testing.T) {
 	if math.Abs(rr.VsHAProxy-0.75) > 1e-12 || rr.RPS32 != 8000 {
 		t.Fatalf("RoundRobin throughput = %v (%v× HAProxy)", rr.RPS32, rr.VsHAProxy)
 	}
-	if d := sum.Rows[0]; d.AddedP50US != 0 || d.AddedP99US != 0 {
+	if rr.CPUPerRequestUS != 80 {
+		t.Fatalf("RoundRobin CPU per request = %v µs, want the median 80", rr.CPUPerRequestUS)
+	}
+	if d := sum.Rows[0]; d.AddedP50US != 0 || d.AddedP99US != 0 || d.CPUPerRequestUS != 0 {
 		t.Fatalf("direct adds to itself: %+v", d)
 	}
 	if h := sum.Rows[3]; h.VsHAProxy != 1 {

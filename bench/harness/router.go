@@ -96,6 +96,10 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 	if err := os.WriteFile(filepath.Join(dir, "tiers.yaml"), []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
 		return nil, err
 	}
+	tokenFile := filepath.Join(filepath.Dir(dir), name+".token")
+	if err := os.WriteFile(tokenFile, []byte(adminToken+"\n"), 0o600); err != nil {
+		return nil, err
+	}
 	r := &routerProc{tiers: tiers}
 	p, err := s.start(name, bin, startlines.RouterAddrs(&r.front, &r.admin),
 		"--tiers-dir", dir,
@@ -105,6 +109,10 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 		// No handover grace: no second router takes over, and stopGrace
 		// is shorter than the default grace.
 		"--shutdown-grace", "0s",
+		// Profiles for the overhead scenario's breakdown; they are served on
+		// the admin listener only, behind the token.
+		"--admin-token-file", tokenFile,
+		"--enable-pprof",
 	)
 	if err != nil {
 		return nil, err
