@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/enginesim"
 	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
@@ -152,7 +153,7 @@ func phase(t *testing.T, strategy sluicev1.Strategy, p99 time.Duration, maxInFli
 	for range 5 {
 		res.E2E.Add(p99)
 	}
-	stats := map[string]engineStats{
+	stats := map[string]enginesim.Stats{
 		"gpu0": {MaxInFlight: 3, TotalRequests: 2},
 		"gpu1": {MaxInFlight: 2, TotalRequests: 1},
 		"gpu2": {MaxInFlight: maxInFlight, TotalRequests: 1},

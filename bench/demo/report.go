@@ -13,6 +13,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/chart"
+	"github.com/sluice-dev/sluice/internal/enginesim"
 	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
@@ -65,7 +66,7 @@ type memberReport struct {
 
 // newPhaseReport assembles a phase's report from the generator's result and
 // the engines' statistics.
-func newPhaseReport(o *options, t *sluicev1.ReplicaTier, res *loadgen.Result, stats map[string]engineStats) phaseReport {
+func newPhaseReport(o *options, t *sluicev1.ReplicaTier, res *loadgen.Result, stats map[string]enginesim.Stats) phaseReport {
 	pr := phaseReport{
 		Strategy:   string(t.Spec.Strategy),
 		Tier:       tierKey(t),

@@ -14,6 +14,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/enginesim"
 	"github.com/sluice-dev/sluice/internal/loadgen"
 	"github.com/sluice-dev/sluice/internal/startlines"
 	"github.com/sluice-dev/sluice/internal/supervise"
@@ -193,7 +194,7 @@ func tierCapacity(ctx context.Context, st stack, key string) (adminapi.TierCapac
 func waitIdle(ctx context.Context, st stack, key string) error {
 	return supervise.Poll(ctx, idleTimeout, "engines and router idle", func() (bool, string, error) {
 		for id, addr := range st.engines {
-			var s engineStats
+			var s enginesim.Stats
 			if err := getJSON(ctx, "http://"+addr+"/debug/stats", &s); err != nil {
 				return false, "", err
 			}
@@ -260,9 +261,9 @@ func runPhase(ctx context.Context, o *options, st stack, t *sluicev1.ReplicaTier
 	if err := waitIdle(ctx, st, key); err != nil {
 		return phaseReport{}, fmt.Errorf("after the %s phase: %w", t.Spec.Strategy, err)
 	}
-	stats := map[string]engineStats{}
+	stats := map[string]enginesim.Stats{}
 	for id, addr := range st.engines {
-		var s engineStats
+		var s enginesim.Stats
 		if err := getJSON(ctx, "http://"+addr+"/debug/stats", &s); err != nil {
 			return phaseReport{}, fmt.Errorf("stats of engine %s: %w", id, err)
 		}

@@ -140,17 +140,6 @@ func writeTiers(dir string, addrs map[string]string, tiers ...*sluicev1.ReplicaT
 	return nil
 }
 
-// engineStats is the part of enginesim's GET /debug/stats the demo reads.
-type engineStats struct {
-	InFlight      int    `json:"in_flight"`
-	MaxInFlight   int    `json:"max_in_flight"`
-	Running       int    `json:"running"`
-	MaxRunning    int    `json:"max_running"`
-	HiddenRunning int    `json:"hidden_running"`
-	Waiting       int    `json:"waiting"`
-	TotalRequests uint64 `json:"total_requests"`
-}
-
 // httpClient is the demo's client for admin and debug calls: no proxy, a
 // short timeout.
 var httpClient = &http.Client{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/enginesim"
 	"github.com/sluice-dev/sluice/internal/startlines"
 	"github.com/sluice-dev/sluice/internal/supervise"
 )
@@ -104,27 +105,9 @@ func (s *supervisor) startEngines(bin, prefix string, n int, opts engineOptions,
 	return out, nil
 }
 
-// engineStats is the part of enginesim's GET /debug/stats the harness
-// reads.
-type engineStats struct {
-	// InFlight is the number of inference requests inside a handler now.
-	InFlight int `json:"in_flight"`
-	// MaxInFlight is the most inference requests inside a handler at once
-	// since the last reset.
-	MaxInFlight int `json:"max_in_flight"`
-	// Running and MaxRunning count requests holding a slot.
-	Running int `json:"running"`
-	// MaxRunning is the most requests holding a slot at once.
-	MaxRunning int `json:"max_running"`
-	// HiddenRunning is the hidden load's slots.
-	HiddenRunning int `json:"hidden_running"`
-	// TotalRequests counts inference requests since the last reset.
-	TotalRequests int `json:"total_requests"`
-}
-
 // stats reads the engine's /debug/stats.
-func (e *engine) stats(ctx context.Context) (engineStats, error) {
-	var st engineStats
+func (e *engine) stats(ctx context.Context) (enginesim.Stats, error) {
+	var st enginesim.Stats
 	err := getJSON(ctx, e.url()+"/debug/stats", &st)
 	return st, err
 }
@@ -149,4 +132,47 @@ func (s *supervisor) waitEnginesIdle(engines []*engine) error {
 		}
 		return true, nil
 	})
+}
+
+// procsOf returns the engines' processes, the start of a scenario's list of
+// processes to stop together.
+func procsOf(engines []*engine) []*supervise.Process {
+	procs := make([]*supervise.Process, 0, len(engines)+3)
+	for _, e := range engines {
+		procs = append(procs, e.proc)
+	}
+	return procs
+}
+
+// startRouterAndHAProxy starts a router with a RoundRobin and a Capacity
+// tier over the engines (every member's ceiling ceiling) and HAProxy in
+// front of the same engines (maxconn ceiling), appending both processes
+// to procs.
+func (s *supervisor) startRouterAndHAProxy(env *runEnv, scenario string, engines []*engine, ceiling int, noDelay bool,
+	procs *[]*supervise.Process) (*routerProc, *haproxyProc, error) {
+	tiers := []tierSpec{
+		{Name: "rr", Alias: aliasRoundRobin, Strategy: "RoundRobin", Ceiling: ceiling, Engines: engines},
+		{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: ceiling, Engines: engines},
+	}
+	rt, err := s.startRouter(env.router, scenario+"-router", env.dir(scenario+"-tiers"), tiers)
+	if err != nil {
+		return nil, nil, err
+	}
+	*procs = append(*procs, rt.proc)
+	hp, err := s.startHAProxy(env.haproxy, scenario+"-haproxy", env.workDir, haproxyOptions{MaxConn: ceiling, Engines: engines, NoDelay: noDelay})
+	if err != nil {
+		return nil, nil, err
+	}
+	*procs = append(*procs, hp.proc)
+	return rt, hp, nil
+}
+
+// capacityTier returns the key of the router's Capacity tier.
+func (r *routerProc) capacityTier() string {
+	for _, t := range r.tiers {
+		if t.Strategy == "Capacity" {
+			return t.key()
+		}
+	}
+	return ""
 }

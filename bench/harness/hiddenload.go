@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/loadgen"
-	"github.com/sluice-dev/sluice/internal/supervise"
 )
 
 // Scenario 2 (hidden load) constants. The engines model a small batch so
@@ -120,29 +119,16 @@ func runHiddenLoad(env *runEnv) (*hiddenResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var procs []*supervise.Process
-	for _, e := range engines {
-		procs = append(procs, e.proc)
-	}
+	procs := procsOf(engines)
 	defer func() { stopGroup(procs) }()
-	tiers := []tierSpec{
-		{Name: "rr", Alias: aliasRoundRobin, Strategy: "RoundRobin", Ceiling: hiddenCeiling, Engines: engines},
-		{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: hiddenCeiling, Engines: engines},
-	}
-	rt, err := sup.startRouter(env.router, "hidden-router", env.dir("hidden-tiers"), tiers)
+	rt, hp, err := sup.startRouterAndHAProxy(env, "hidden", engines, hiddenCeiling, true, &procs)
 	if err != nil {
 		return nil, err
 	}
-	procs = append(procs, rt.proc)
-	hp, err := sup.startHAProxy(env.haproxy, "hidden-haproxy", env.workDir, haproxyOptions{MaxConn: hiddenCeiling, Engines: engines, NoDelay: true})
-	if err != nil {
-		return nil, err
-	}
-	procs = append(procs, hp.proc)
 
 	systems := []*hiddenSystem{
 		{Name: "sluice RoundRobin", baseURL: rt.url(), model: aliasRoundRobin},
-		{Name: "sluice Capacity", baseURL: rt.url(), model: aliasCapacity, capacityTier: tiers[1].key()},
+		{Name: "sluice Capacity", baseURL: rt.url(), model: aliasCapacity, capacityTier: rt.capacityTier()},
 		{Name: "HAProxy leastconn", baseURL: hp.url(), model: benchModel},
 	}
 	res := &hiddenResult{
@@ -191,10 +177,11 @@ func runHiddenLoad(env *runEnv) (*hiddenResult, error) {
 			if err != nil {
 				return hiddenRun{}, err
 			}
-			run.EngineRequests = append(run.EngineRequests, st.TotalRequests)
+			served := int(st.TotalRequests) //nolint:gosec // a run's requests fit an int.
+			run.EngineRequests = append(run.EngineRequests, served)
 			run.EngineMaxInFlight = append(run.EngineMaxInFlight, st.MaxInFlight)
 			run.Overshoot = max(run.Overshoot, st.MaxInFlight-hiddenCeiling)
-			total += st.TotalRequests
+			total += served
 		}
 		if total != r.Sent {
 			return hiddenRun{}, fmt.Errorf("hidden load: %s: engines served %d requests, loadgen sent %d", s.Name, total, r.Sent)

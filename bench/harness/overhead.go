@@ -120,25 +120,12 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var procs []*supervise.Process
-	for _, e := range engines {
-		procs = append(procs, e.proc)
-	}
+	procs := procsOf(engines)
 	defer func() { stopGroup(procs) }()
-	tiers := []tierSpec{
-		{Name: "rr", Alias: aliasRoundRobin, Strategy: "RoundRobin", Ceiling: overheadCeiling, Engines: engines},
-		{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: overheadCeiling, Engines: engines},
-	}
-	rt, err := sup.startRouter(env.router, "overhead-router", env.dir("overhead-tiers"), tiers)
+	rt, hp, err := sup.startRouterAndHAProxy(env, "overhead", engines, overheadCeiling, false, &procs)
 	if err != nil {
 		return nil, err
 	}
-	procs = append(procs, rt.proc)
-	hp, err := sup.startHAProxy(env.haproxy, "overhead-haproxy", env.workDir, haproxyOptions{MaxConn: overheadCeiling, Engines: engines})
-	if err != nil {
-		return nil, err
-	}
-	procs = append(procs, hp.proc)
 	bare, err := sup.startBareProxy(env.bareproxy, "overhead-bareproxy", engines)
 	if err != nil {
 		return nil, err
@@ -149,7 +136,7 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 	systems := []*overheadSystem{
 		{Name: "direct", URL: engines[0].url() + path},
 		{Name: "sluice RoundRobin", URL: "http://" + rt.front + path, proc: rt.proc},
-		{Name: "sluice Capacity", URL: "http://" + rt.front + path, capacityTier: tiers[1].key(), proc: rt.proc},
+		{Name: "sluice Capacity", URL: "http://" + rt.front + path, capacityTier: rt.capacityTier(), proc: rt.proc},
 		{Name: bareProxyName, URL: "http://" + bare.addr + path, proc: bare.proc},
 		{Name: "HAProxy leastconn", URL: "http://" + hp.addr + path, proc: hp.proc},
 	}

@@ -116,10 +116,7 @@ func runStreams(env *runEnv) (*streamsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var procs []*supervise.Process
-	for _, e := range engines {
-		procs = append(procs, e.proc)
-	}
+	procs := procsOf(engines)
 	defer func() { stopGroup(procs) }()
 	tier := tierSpec{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: streamsCeiling, Engines: engines}
 	rt, err := sup.startRouter(env.router, "streams-router", env.dir("streams-tiers"), []tierSpec{tier})
