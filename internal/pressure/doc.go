@@ -5,7 +5,9 @@
 // exposition (vLLM, SGLang, llama.cpp, TGI) into a scheduler.Telemetry, the
 // HTTPCollector that fetches that exposition with a time and size bound, and
 // the Cache that keeps one normalized scheduler.Pressure per registered
-// (tier, member) and refreshes it on at most MaxWorkers goroutines.
+// (tier, member), refreshed by internal/memberpoll's runtime on at most
+// MaxWorkers goroutines, with the fetch's classification (Classify) that
+// the metrics count.
 //
 // The package must never block a Snapshot or Peek on I/O, hold its lock while
 // collecting, start a goroutine per request, member or tier, retain raw
