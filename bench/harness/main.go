@@ -172,7 +172,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		{"core", "admission core", func() (err error) { results.Core, err = runCore(env); return err }},
 		{"overhead", "proxy overhead", func() (err error) { results.Overhead, err = runOverhead(env); return err }},
 		{"hidden", "hidden load", func() (err error) { results.Hidden, err = runHiddenLoad(env); return err }},
-		{"streams", "SSE streams", func() (err error) { results.Streams, err = runStreams(env); return err }},
+		{"streams", "SSE streams", func() (err error) {
+			if results.Streams, err = runStreams(env, streams1000); err != nil {
+				return err
+			}
+			results.Streams5000, err = runStreams(env, streams5000)
+			return err
+		}},
 	}
 	for _, sc := range scenarios {
 		if !o.scenarios[sc.key] {

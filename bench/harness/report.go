@@ -43,7 +43,9 @@ type results struct {
 	Overhead *overheadResult `json:"overhead,omitempty"`
 	Hidden   *hiddenResult   `json:"hidden_load,omitempty"`
 	Streams  *streamsResult  `json:"streams,omitempty"`
-	Verdicts []verdict       `json:"verdicts"`
+	// Streams5000 is 5000 streams read to the end: published, no target.
+	Streams5000 *streamsResult `json:"streams_5000,omitempty"`
+	Verdicts    []verdict      `json:"verdicts"`
 }
 
 // verdict is one target of docs/BENCHMARKS.md#targets against its
@@ -140,6 +142,17 @@ func (r *results) verdicts() []verdict {
 				Measured: fmt.Sprintf("peak %.1f MiB (VmHWM)", mib(s.HWMKiB)),
 				Met:      mib(s.HWMKiB) <= targetStreamsRSSMiB,
 			})
+	}
+	if s := r.Streams5000; s != nil {
+		leaked := 0
+		for _, p := range s.Phases {
+			leaked = max(leaked, p.LeasesAfter)
+		}
+		out = append(out, verdict{
+			Target:   "5000 concurrent SSE streams: zero leaked leases (RSS published, no target)",
+			Measured: fmt.Sprintf("%d leases left; peak %.1f MiB (VmHWM)", leaked, mib(s.HWMKiB)),
+			Met:      leaked == 0,
+		})
 	}
 	return out
 }
@@ -259,7 +272,10 @@ func summaryMarkdown(r *results) string {
 		fmt.Fprintf(&b, "\nCapacity e2e p99 / RoundRobin: %.2f×; Capacity e2e p99 / HAProxy leastconn: %.2f× (medians of same-round ratios).\n\n",
 			h.Summary.CapacityVsRoundRobinP99, h.Summary.CapacityVsHAProxyP99)
 	}
-	if s := r.Streams; s != nil {
+	for _, s := range []*streamsResult{r.Streams, r.Streams5000} {
+		if s == nil {
+			continue
+		}
 		fmt.Fprintf(&b, "## %d concurrent SSE streams through one router (Capacity tier, 3 engines)\n\n", s.Streams)
 		goroutines := "not exposed by the router's /metrics"
 		if s.GoroutinesExposed && s.GoroutinesIdle != nil {

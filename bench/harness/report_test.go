@@ -115,6 +115,9 @@ func TestVerdictsAndReport(t *testing.T) {
 			{Name: "complete", Succeeded: 1000, LeasesAfter: 0, Timeline: []streamsSample{{T: 0, RSSMiB: 20}, {T: 1, RSSMiB: 90, Active: 1000}}},
 			{Name: "cut", TimedOut: 1000, LeasesAfter: 3, Timeline: []streamsSample{{T: 0, RSSMiB: 90}}},
 		}},
+		Streams5000: &streamsResult{Streams: 5000, HWMKiB: 400 * 1024, Phases: []streamsPhase{
+			{Name: "complete", Succeeded: 5000, PeakActive: 5000},
+		}},
 	}
 	r.Verdicts = r.verdicts()
 	met := map[string]bool{}
@@ -122,16 +125,17 @@ func TestVerdictsAndReport(t *testing.T) {
 		met[v.Target] = v.Met
 	}
 	want := map[string]bool{
-		"Acquire+Release, 16 members, Capacity: ≤ 2 µs median single-thread":       false,
-		"Acquire+Release: no allocation growth with tier count (64 vs 1 tier)":     true,
-		"sluice RoundRobin: p50 added at concurrency 1 ≤ 150 µs":                   true,
-		"sluice RoundRobin: p99 added at concurrency 1 ≤ 1 ms":                     true,
-		"sluice RoundRobin: throughput at 32 connections ≥ 0.7× HAProxy leastconn": true,
-		"hidden load: Capacity e2e p99 ≤ 0.6× RoundRobin":                          true,
-		"hidden load: Capacity e2e p99 ≤ HAProxy leastconn":                        false,
-		"hidden load: sluice Capacity ceiling overshoot 0":                         false,
-		"1000 concurrent SSE streams: zero leaked leases":                          false,
-		"1000 concurrent SSE streams: RSS ≤ 200 MiB":                               true,
+		"Acquire+Release, 16 members, Capacity: ≤ 2 µs median single-thread":         false,
+		"Acquire+Release: no allocation growth with tier count (64 vs 1 tier)":       true,
+		"sluice RoundRobin: p50 added at concurrency 1 ≤ 150 µs":                     true,
+		"sluice RoundRobin: p99 added at concurrency 1 ≤ 1 ms":                       true,
+		"sluice RoundRobin: throughput at 32 connections ≥ 0.7× HAProxy leastconn":   true,
+		"hidden load: Capacity e2e p99 ≤ 0.6× RoundRobin":                            true,
+		"hidden load: Capacity e2e p99 ≤ HAProxy leastconn":                          false,
+		"hidden load: sluice Capacity ceiling overshoot 0":                           false,
+		"1000 concurrent SSE streams: zero leaked leases":                            false,
+		"1000 concurrent SSE streams: RSS ≤ 200 MiB":                                 true,
+		"5000 concurrent SSE streams: zero leaked leases (RSS published, no target)": true,
 	}
 	for target, w := range want {
 		got, ok := met[target]
@@ -140,7 +144,8 @@ func TestVerdictsAndReport(t *testing.T) {
 		}
 	}
 	md := summaryMarkdown(r)
-	for _, s := range []string{"| sluice RoundRobin | 155 µs |", "**not met**", "0.50×", "goroutines not exposed", "| proxy overhead | 100 s |", "| " + benchCapacity16 + " | 2500 |"} {
+	for _, s := range []string{"| sluice RoundRobin | 155 µs |", "**not met**", "0.50×", "goroutines not exposed", "| proxy overhead | 100 s |", "| " + benchCapacity16 + " | 2500 |",
+		"## 5000 concurrent SSE streams", "| complete | 5000 | 0 | 5000 |", "400.0 MiB"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("summary lacks %q:\n%s", s, md)
 		}

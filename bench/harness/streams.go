@@ -43,6 +43,31 @@ const (
 	leaseSettle = 5 * time.Second
 )
 
+// streamsSpec is one run of scenario 3: how many streams, and the engines
+// and ceilings that give every stream a slot at once.
+type streamsSpec struct {
+	// count is the number of concurrent streams per phase.
+	count int
+	// ceiling is every member's maxConcurrency; maxNumSeqs every engine's
+	// slots.
+	ceiling, maxNumSeqs int
+	// tokens is each stream's length in tokens, streamsITL apart: long
+	// enough for every stream to be open at once.
+	tokens int
+	// abandon adds the phase whose streams the client cuts mid-way.
+	abandon bool
+}
+
+// The runs of scenario 3: the 1000 streams of docs/BENCHMARKS.md#targets
+// in both phases, and 5000 streams read to the end, measured and
+// published without a target.
+var (
+	streams1000 = streamsSpec{count: streamsCount, ceiling: streamsCeiling, maxNumSeqs: streamsMaxNumSeqs, tokens: streamsTokens, abandon: true}
+	// 5000 connections take many seconds to open on two cores (more than
+	// 15 s on a busy machine), so these streams last about 30 s.
+	streams5000 = streamsSpec{count: 5000, ceiling: 2000, maxNumSeqs: 2048, tokens: 300}
+)
+
 // streamsPhase is one phase of scenario 3.
 type streamsPhase struct {
 	// Name says how the streams ended.
@@ -108,23 +133,24 @@ type streamsResult struct {
 	Final procstat.Memory `json:"final"`
 }
 
-// runStreams runs scenario 3.
-func runStreams(env *runEnv) (*streamsResult, error) {
+// runStreams runs scenario 3 as spec says.
+func runStreams(env *runEnv, spec streamsSpec) (*streamsResult, error) {
 	sup := env.sup
-	eo := engineOptions{MaxNumSeqs: streamsMaxNumSeqs, OutputTokens: streamsTokens, TTFTBase: 10 * time.Millisecond, ITLBase: streamsITL}
-	engines, err := sup.startEngines(env.enginesim, "streams", streamsEngines, eo, nil)
+	name := fmt.Sprintf("streams%d", spec.count)
+	eo := engineOptions{MaxNumSeqs: spec.maxNumSeqs, OutputTokens: spec.tokens, TTFTBase: 10 * time.Millisecond, ITLBase: streamsITL}
+	engines, err := sup.startEngines(env.enginesim, name, streamsEngines, eo, nil)
 	if err != nil {
 		return nil, err
 	}
 	procs := procsOf(engines)
 	defer func() { stopGroup(procs) }()
-	tier := tierSpec{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: streamsCeiling, Engines: engines}
-	rt, err := sup.startRouter(env.router, "streams-router", env.dir("streams-tiers"), []tierSpec{tier})
+	tier := tierSpec{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: spec.ceiling, Engines: engines}
+	rt, err := sup.startRouter(env.router, name+"-router", env.dir(name+"-tiers"), []tierSpec{tier})
 	if err != nil {
 		return nil, err
 	}
 	procs = append(procs, rt.proc)
-	res := &streamsResult{Streams: streamsCount}
+	res := &streamsResult{Streams: spec.count}
 	if res.Idle, err = procstat.Read(rt.proc.Pid()); err != nil {
 		return nil, err
 	}
@@ -133,11 +159,15 @@ func runStreams(env *runEnv) (*streamsResult, error) {
 	} else if ok {
 		res.GoroutinesExposed, res.GoroutinesIdle = true, &g
 	}
-	for _, ph := range []struct {
+	phases := []struct {
 		name string
 		cut  time.Duration
-	}{{"complete", 0}, {"abandoned by the client mid-stream", streamsCutAfter}} {
-		p, err := runStreamsPhase(env, rt, engines, tier, ph.name, ph.cut, res.GoroutinesExposed)
+	}{{"complete", 0}, {"abandoned by the client mid-stream", streamsCutAfter}}
+	if !spec.abandon {
+		phases = phases[:1]
+	}
+	for _, ph := range phases {
+		p, err := runStreamsPhase(env, rt, engines, tier, spec.count, ph.name, ph.cut, res.GoroutinesExposed)
 		if err != nil {
 			return nil, err
 		}
@@ -150,9 +180,9 @@ func runStreams(env *runEnv) (*streamsResult, error) {
 	return res, nil
 }
 
-// runStreamsPhase opens streamsCount streams at once through the router,
-// samples the router while they run, and checks what is left after.
-func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSpec, name string, cut time.Duration, goroutines bool) (streamsPhase, error) {
+// runStreamsPhase opens count streams at once through the router, samples
+// the router while they run, and checks what is left after.
+func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSpec, count int, name string, cut time.Duration, goroutines bool) (streamsPhase, error) {
 	sup := env.sup
 	ph := streamsPhase{Name: name}
 	if err := primeCapacity(env, rt, tier.key()); err != nil {
@@ -161,7 +191,7 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 	if err := sup.waitEnginesIdle(engines); err != nil {
 		return ph, err
 	}
-	env.progress("streams: %d concurrent SSE streams, %s", streamsCount, name)
+	env.progress("streams: %d concurrent SSE streams, %s", count, name)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -181,7 +211,7 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 					ph.Timeline = append(ph.Timeline, streamsSample{T: at, RSSMiB: mib(st.RSSKiB), Active: activeOf(c)})
 				}
 			}
-			if err == nil && goroutines && ph.PeakActive >= streamsCount && ph.GoroutinesPeak == nil {
+			if err == nil && goroutines && ph.PeakActive >= count && ph.GoroutinesPeak == nil {
 				var g float64
 				var ok bool
 				if g, ok, err = rt.goroutines(sup.ctx); err == nil && ok {
@@ -205,8 +235,8 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 		BaseURL:        rt.url(),
 		Model:          tier.Alias,
 		Mode:           loadgen.ClosedLoop,
-		Concurrency:    streamsCount,
-		Requests:       streamsCount,
+		Concurrency:    count,
+		Requests:       count,
 		RequestTimeout: cut,
 	})
 	close(stop)
@@ -224,14 +254,14 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 	ph.TTFTP50MS = float64(r.TTFT.Quantile(0.5)) / float64(time.Millisecond)
 	ph.TTFTP99MS = float64(r.TTFT.Quantile(0.99)) / float64(time.Millisecond)
 	switch {
-	case r.Sent != streamsCount:
-		return ph, fmt.Errorf("streams (%s): sent %d of %d", name, r.Sent, streamsCount)
-	case cut == 0 && r.Succeeded != streamsCount:
+	case r.Sent != count:
+		return ph, fmt.Errorf("streams (%s): sent %d of %d", name, r.Sent, count)
+	case cut == 0 && r.Succeeded != count:
 		return ph, fmt.Errorf("streams (%s): %d of %d streams failed (errors %v, statuses %v)", name, r.Sent-r.Succeeded, r.Sent, r.Errors, r.Statuses)
-	case cut > 0 && ph.TimedOut != streamsCount:
+	case cut > 0 && ph.TimedOut != count:
 		return ph, fmt.Errorf("streams (%s): %d of %d streams were cut by the client (errors %v, statuses %v); the streams must outlive the cut", name, ph.TimedOut, r.Sent, r.Errors, r.Statuses)
-	case ph.PeakActive < streamsCount:
-		return ph, fmt.Errorf("streams (%s): at most %d leases were held at once, not %d: the streams did not overlap", name, ph.PeakActive, streamsCount)
+	case ph.PeakActive < count:
+		return ph, fmt.Errorf("streams (%s): at most %d leases were held at once, not %d: the streams did not overlap", name, ph.PeakActive, count)
 	}
 
 	// Leases are released when each exchange ends; give the router
