@@ -144,13 +144,13 @@ func (r *results) verdicts() []verdict {
 			})
 	}
 	if s := r.Streams5000; s != nil {
-		leaked := 0
+		leaked, failed := 0, 0
 		for _, p := range s.Phases {
-			leaked = max(leaked, p.LeasesAfter)
+			leaked, failed = max(leaked, p.LeasesAfter), failed+p.Failed
 		}
 		out = append(out, verdict{
 			Target:   "5000 concurrent SSE streams: zero leaked leases (RSS published, no target)",
-			Measured: fmt.Sprintf("%d leases left; peak %.1f MiB (VmHWM)", leaked, mib(s.HWMKiB)),
+			Measured: fmt.Sprintf("%d leases left; peak %.1f MiB (VmHWM); %d streams failed", leaked, mib(s.HWMKiB), failed),
 			Met:      leaked == 0,
 		})
 	}
@@ -296,6 +296,12 @@ func summaryMarkdown(r *results) string {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f MiB | %d | %d | %.1f MiB | %d | %s | %s |\n",
 				p.Name, p.Succeeded, p.TimedOut, p.PeakActive, mib(p.PeakRSSKiB), p.LeasesAfter, p.EngineInFlightAfter,
 				mib(p.After.RSSKiB), p.After.Threads, g, ttft)
+		}
+		for _, p := range s.Phases {
+			if p.Failed > 0 {
+				fmt.Fprintf(&b, "\n%d of the %s streams failed; the router's decision log: refusals %v, admitted exchanges by outcome %v.\n",
+					p.Failed, p.Name, p.Refusals, p.Outcomes)
+			}
 		}
 		fmt.Fprintf(&b, "\nRouter peak RSS over the whole scenario (VmHWM): %.1f MiB.\n\n", mib(s.HWMKiB))
 	}
