@@ -299,8 +299,8 @@ func summaryMarkdown(r *results) string {
 		}
 		for _, p := range s.Phases {
 			if p.Failed > 0 {
-				fmt.Fprintf(&b, "\n%d of the %s streams failed; the router's decision log: refusals %v, admitted exchanges by outcome %v.\n",
-					p.Failed, p.Name, p.Refusals, p.Outcomes)
+				fmt.Fprintf(&b, "\n%d of the %s streams failed: client errors %v, statuses %v; the router's decision log (its last records): refusals %v, admitted exchanges by outcome %v.\n",
+					p.Failed, p.Name, p.ClientErrors, p.Statuses, p.Refusals, p.Outcomes)
 			}
 		}
 		fmt.Fprintf(&b, "\nRouter peak RSS over the whole scenario (VmHWM): %.1f MiB.\n\n", mib(s.HWMKiB))

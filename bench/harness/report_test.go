@@ -116,7 +116,8 @@ func TestVerdictsAndReport(t *testing.T) {
 			{Name: "cut", TimedOut: 1000, LeasesAfter: 3, Timeline: []streamsSample{{T: 0, RSSMiB: 90}}},
 		}},
 		Streams5000: &streamsResult{Streams: 5000, HWMKiB: 400 * 1024, Phases: []streamsPhase{
-			{Name: "complete", Succeeded: 4992, Failed: 8, PeakActive: 4992, Refusals: map[string]int{"no_eligible_member": 8}},
+			{Name: "complete", Succeeded: 4992, Failed: 8, PeakActive: 4992, Refusals: map[string]int{"no_eligible_member": 8},
+				ClientErrors: map[string]int{"status": 8}, Statuses: map[int]int{503: 8}},
 		}},
 	}
 	r.Verdicts = r.verdicts()
@@ -146,7 +147,7 @@ func TestVerdictsAndReport(t *testing.T) {
 	md := summaryMarkdown(r)
 	for _, s := range []string{"| sluice RoundRobin | 155 µs |", "**not met**", "0.50×", "goroutines not exposed", "| proxy overhead | 100 s |", "| " + benchCapacity16 + " | 2500 |",
 		"## 5000 concurrent SSE streams", "| complete | 4992 | 0 | 4992 |", "400.0 MiB",
-		"8 of the complete streams failed; the router's decision log: refusals map[no_eligible_member:8]"} {
+		"8 of the complete streams failed: client errors map[status:8], statuses map[503:8]; the router's decision log (its last records): refusals map[no_eligible_member:8]"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("summary lacks %q:\n%s", s, md)
 		}

@@ -92,6 +92,11 @@ type streamsPhase struct {
 	Refusals map[string]int `json:"refusals,omitempty"`
 	// Outcomes counts the router's admitted exchanges by how they ended.
 	Outcomes map[string]int `json:"stream_outcomes,omitempty"`
+	// ClientErrors and Statuses are the load generator's failure classes
+	// and HTTP statuses of the failed streams' phase.
+	ClientErrors map[string]int `json:"client_errors,omitempty"`
+	// Statuses counts the answers' HTTP statuses.
+	Statuses map[int]int `json:"statuses,omitempty"`
 	// PeakActive is the most router leases seen at once.
 	PeakActive int `json:"peak_active"`
 	// PeakRSSKiB is the largest VmRSS sampled during the phase.
@@ -277,6 +282,10 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 			return ph, err
 		}
 		ph.Failed, ph.Refusals, ph.Outcomes = r.Sent-r.Succeeded, sum.RefusalReasons, sum.StreamOutcomes
+		ph.ClientErrors, ph.Statuses = map[string]int{}, r.Statuses
+		for k, v := range r.Errors {
+			ph.ClientErrors[string(k)] = v
+		}
 	case cut == 0 && r.Succeeded != count:
 		return ph, fmt.Errorf("streams (%s): %d of %d streams failed (errors %v, statuses %v)", name, r.Sent-r.Succeeded, r.Sent, r.Errors, r.Statuses)
 	case cut > 0 && ph.TimedOut != count:
