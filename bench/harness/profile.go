@@ -55,7 +55,8 @@ type areaRule struct {
 	prefixes []string
 }
 
-// Areas, in the order a frame is matched against them.
+// Areas, in the order a frame is matched against them. The collector's
+// samples are found first, by gcRoots.
 var areaRules = []areaRule{
 	{"system calls (read, write, epoll)", []string{"syscall.", "internal/runtime/syscall.", "internal/poll.", "runtime.netpoll"}},
 	{"allocation", []string{"runtime.mallocgc", "runtime.newobject", "runtime.makeslice", "runtime.growslice", "runtime.makemap", "runtime.mapassign"}},
@@ -73,7 +74,6 @@ var areaRules = []areaRule{
 	{"server: response write", []string{"net/http.(*response)", "net/http.(*chunkWriter)", "net/http.checkConnErrorWriter", "bufio.(*Writer)"}},
 	{"router (other)", []string{"github.com/sluice-dev/sluice/"}},
 	{"net/http (other)", []string{"net/http.", "net/", "bufio."}},
-	{"GC", []string{"runtime.gcBgMarkWorker", "runtime.gcDrain", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge", "runtime.markroot", "runtime.scanobject"}},
 }
 
 // gcRoots are functions whose presence anywhere on a stack makes the

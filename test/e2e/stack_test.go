@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -298,23 +297,7 @@ var httpClient = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConn
 func getJSON(url string, v any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), httpTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: status %d: %s", url, resp.StatusCode, body)
-	}
-	return json.Unmarshal(body, v)
+	return adminapi.GetJSON(ctx, httpClient, url, maxBody, v)
 }
 
 // rawResponse is a response read whole.
