@@ -101,6 +101,9 @@ type streamsPhase struct {
 	PeakActive int `json:"peak_active"`
 	// PeakRSSKiB is the largest VmRSS sampled during the phase.
 	PeakRSSKiB int64 `json:"peak_rss_kib"`
+	// PeakAnonKiB is the largest RssAnon sampled: the router's own
+	// memory, without the file pages it maps.
+	PeakAnonKiB int64 `json:"peak_rss_anon_kib"`
 	// LeasesAfter is the router's active leases once the streams ended
 	// and leaseSettle passed (or earlier, once zero).
 	LeasesAfter int `json:"leases_after"`
@@ -113,6 +116,9 @@ type streamsPhase struct {
 	GoroutinesPeak *float64 `json:"goroutines_peak,omitempty"`
 	// GoroutinesAfter is go_goroutines once the leases settled.
 	GoroutinesAfter *float64 `json:"goroutines_after,omitempty"`
+	// Heap is the router's memory when the phase's streams were all open,
+	// recorded in the first phase only.
+	Heap *heapSnapshot `json:"heap,omitempty"`
 	// TTFTP50MS and E2EP50MS describe the streams that completed.
 	TTFTP50MS float64 `json:"ttft_p50_ms"`
 	// TTFTP99MS is the 99th percentile time to first token.
@@ -184,8 +190,12 @@ func runStreams(env *runEnv, spec streamsSpec) (*streamsResult, error) {
 	if !spec.abandon {
 		phases = phases[:1]
 	}
-	for _, ph := range phases {
-		p, err := runStreamsPhase(env, rt, engines, tier, spec, ph.name, ph.cut, res.GoroutinesExposed)
+	for i, ph := range phases {
+		heapFile := ""
+		if i == 0 {
+			heapFile = fmt.Sprintf("router-heap-streams%d.pprof", spec.count)
+		}
+		p, err := runStreamsPhase(env, rt, engines, tier, spec, ph.name, ph.cut, res.GoroutinesExposed, heapFile)
 		if err != nil {
 			return nil, err
 		}
@@ -199,8 +209,10 @@ func runStreams(env *runEnv, spec streamsSpec) (*streamsResult, error) {
 }
 
 // runStreamsPhase opens count streams at once through the router, samples
-// the router while they run, and checks what is left after.
-func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSpec, spec streamsSpec, name string, cut time.Duration, goroutines bool) (streamsPhase, error) {
+// the router while they run, and checks what is left after. With a
+// heapFile, the router's heap profile is recorded into it once the streams
+// are open.
+func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSpec, spec streamsSpec, name string, cut time.Duration, goroutines bool, heapFile string) (streamsPhase, error) {
 	sup := env.sup
 	count := spec.count
 	ph := streamsPhase{Name: name}
@@ -227,8 +239,12 @@ func runStreamsPhase(env *runEnv, rt *routerProc, engines []*engine, tier tierSp
 				if c, err = rt.capacity(sup.ctx); err == nil {
 					ph.PeakActive = max(ph.PeakActive, activeOf(c))
 					ph.PeakRSSKiB = max(ph.PeakRSSKiB, st.RSSKiB)
+					ph.PeakAnonKiB = max(ph.PeakAnonKiB, st.AnonKiB)
 					ph.Timeline = append(ph.Timeline, streamsSample{T: at, RSSMiB: mib(st.RSSKiB), Active: activeOf(c)})
 				}
+			}
+			if err == nil && heapFile != "" && ph.PeakActive >= count && ph.Heap == nil {
+				ph.Heap, err = snapshotHeap(env, rt, heapFile)
 			}
 			if err == nil && goroutines && ph.PeakActive >= count && ph.GoroutinesPeak == nil {
 				var g float64

@@ -311,7 +311,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		}
 	}
 	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, obs.requests, rt, s) }, stopReports)
-	front := newServer(logger, handOver(succ.handler(rt), &draining), cfg.bodyReadTimeout)
+	front := newServer(logger, succ.handler(rt, &draining), cfg.bodyReadTimeout)
 	adminSrv := newServer(logger, handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
 
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -467,11 +467,17 @@ func logKeyReload(logger *slog.Logger, r router.KeyReload) {
 // reusing them.
 func handOver(h http.Handler, draining *atomic.Bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if draining.Load() {
-			w.Header().Set("Connection", "close")
-		}
+		closeWhenDraining(w, draining)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// closeWhenDraining sets "Connection: close" on the response once draining
+// is set (handOver).
+func closeWhenDraining(w http.ResponseWriter, draining *atomic.Bool) {
+	if draining.Load() {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // readyOnceServing fails /readyz until the front door listens: the admin

@@ -108,29 +108,56 @@ func (s *succession) freeze(frozen bool) {
 	}
 }
 
-// handler wraps the front door: once the admission is handed over, every
-// request is forwarded to the successor; before the adoption finished,
-// inference requests wait for it (GET /v1/models does not).
-func (s *succession) handler(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.forwarding.Load() {
-			s.forwardRequest(w, r)
-			return
-		}
-		r.Header.Del(hopsHeader)
-		if r.URL.Path != "/v1/models" {
+// handler returns the front door's handler around h (the router): once
+// the admission is handed over, every request is forwarded to the
+// successor; before the adoption finished, inference requests wait for it
+// (GET /v1/models does not); once draining is set, every response carries
+// "Connection: close" (handOver).
+func (s *succession) handler(h http.Handler, draining *atomic.Bool) *frontDoor {
+	return &frontDoor{s: s, next: h, draining: draining}
+}
+
+// frontDoor is the front door's handler. Its checks run in one frame, and
+// the one that may wait for the adoption returns before h is called: the
+// serving goroutine of a stream keeps every frame below h on its stack for
+// as long as the stream lasts, and the frames of the request path, with
+// net/http's own, must fit in 8 KiB, or every stream's stack doubles to 16
+// KiB (docs/ROUTER.md#9-performance).
+type frontDoor struct {
+	s        *succession
+	next     http.Handler
+	draining *atomic.Bool
+}
+
+// ServeHTTP serves r through the router, or forwards or refuses it.
+func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	closeWhenDraining(w, f.draining)
+	if f.s.local(w, r) {
+		f.next.ServeHTTP(w, r)
+	}
+}
+
+// local reports whether this router serves r: false when r was forwarded
+// to the successor, or its client went away while it waited for the
+// adoption to finish.
+func (s *succession) local(w http.ResponseWriter, r *http.Request) bool {
+	if s.forwarding.Load() {
+		s.forwardRequest(w, r)
+		return false
+	}
+	r.Header.Del(hopsHeader)
+	if r.URL.Path != "/v1/models" {
+		select {
+		case <-s.opened:
+		default:
 			select {
 			case <-s.opened:
-			default:
-				select {
-				case <-s.opened:
-				case <-r.Context().Done():
-					return
-				}
+			case <-r.Context().Done():
+				return false
 			}
 		}
-		h.ServeHTTP(w, r)
-	})
+	}
+	return true
 }
 
 // forwardRequest forwards r unchanged to the front door's address, where

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,7 +275,7 @@ spec:
 func TestSuccessionGate(t *testing.T) {
 	served := make(chan string, 4)
 	s := newSuccession(nil, nil, nil, nil)
-	h := s.handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { served <- r.URL.Path }))
+	h := s.handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { served <- r.URL.Path }), new(atomic.Bool))
 	serve := func(ctx context.Context, path string) <-chan struct{} {
 		done := make(chan struct{})
 		go func() {
@@ -315,7 +316,7 @@ func TestSuccessionGate(t *testing.T) {
 func TestForwardHopLimit(t *testing.T) {
 	s := newSuccession(nil, nil, nil, nil)
 	s.forwarding.Store(true)
-	h := s.handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("served locally while forwarding") }))
+	h := s.handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("served locally while forwarding") }), new(atomic.Bool))
 	r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", nil)
 	r.Header.Set(hopsHeader, fmt.Sprint(maxForwardHops))
 	w := httptest.NewRecorder()

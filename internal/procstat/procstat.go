@@ -25,10 +25,18 @@ type Memory struct {
 	HWMKiB int64 `json:"hwm_kib"`
 	// Threads is the number of OS threads.
 	Threads int64 `json:"threads"`
+	// AnonKiB and FileKiB split VmRSS (RssAnon, RssFile): the process's own
+	// memory, and the pages of files it maps (its binary's among them),
+	// which the kernel can drop and read again. Zero where the kernel does
+	// not report them (before Linux 4.5).
+	AnonKiB int64 `json:"rss_anon_kib,omitempty"`
+	// FileKiB is RssFile.
+	FileKiB int64 `json:"rss_file_kib,omitempty"`
 }
 
-// Parse reads VmRSS, VmHWM and Threads from the text of /proc/PID/status;
-// every one must be present.
+// Parse reads VmRSS, VmHWM and Threads from the text of /proc/PID/status,
+// every one of which must be present, and RssAnon and RssFile where they
+// are.
 func Parse(b []byte) (Memory, error) {
 	var st Memory
 	seen := map[string]bool{}
@@ -46,6 +54,10 @@ func Parse(b []byte) (Memory, error) {
 			dst = &st.HWMKiB
 		case "Threads":
 			dst = &st.Threads
+		case "RssAnon":
+			dst = &st.AnonKiB
+		case "RssFile":
+			dst = &st.FileKiB
 		default:
 			continue
 		}

@@ -131,3 +131,28 @@ func TestEnginesimStreamFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestEventsLargerThanTheCopyBuffer relays events several copy buffers
+// long, each written and flushed at once by the member: the client gets
+// every byte and the scanner, which sees each event in pieces, finds the
+// stream complete.
+func TestEventsLargerThanTheCopyBuffer(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	gpu0 := newUpstream(t, "gpu0", nil)
+	event := "data: {\"pad\":\"" + strings.Repeat("x", 3*copyBufferSize+7) + "\"}\n\n"
+	stream := event + event + "data: [DONE]\n\n"
+	gpu0.handle(func(w http.ResponseWriter, _ *http.Request) {
+		sseHeaders(w)
+		writeEvents(w, event, event, "data: [DONE]\n\n")
+	})
+	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]memberSpec{{"gpu0", gpu0.srv.URL, 2}}))
+	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
+	if resp.StatusCode != http.StatusOK || string(body) != stream {
+		t.Fatalf("client got %d and %d bytes, want 200 and the member's %d", resp.StatusCode, len(body), len(stream))
+	}
+	if o := f.outcome(); o.End != EndComplete {
+		t.Fatalf("end %s, want %s", o.End, EndComplete)
+	}
+	f.assertIdle("ns/llama")
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -147,6 +148,9 @@ func (k *Keys) Len() int {
 	return 0
 }
 
+// keyBuffers holds the buffers Allow hashes presented keys from.
+var keyBuffers = sync.Pool{New: func() any { return new([MaxKeyLength]byte) }}
+
 // Allow reports whether the request's Authorization header is "Bearer KEY"
 // for one of the keys. A nil *Keys allows every request. Allow does not
 // allocate.
@@ -162,9 +166,14 @@ func (k *Keys) Allow(r *http.Request) bool {
 	if !ok || len(token) > MaxKeyLength {
 		return false // no key is longer than MaxKeyLength.
 	}
-	// Hash from a stack copy: converting the string would allocate.
-	var buf [MaxKeyLength]byte
-	presented := sha256.Sum256(buf[:copy(buf[:], token)])
+	// Hash from a pooled copy: converting the string would allocate, and a
+	// copy on the stack would make every serving goroutine's stack outgrow
+	// 8 KiB (docs/ROUTER.md#9-performance). The copy is cleared after.
+	buf := keyBuffers.Get().(*[MaxKeyLength]byte)
+	n := copy(buf[:], token)
+	presented := sha256.Sum256(buf[:n])
+	clear(buf[:n])
+	keyBuffers.Put(buf)
 	match := 0
 	for i := range s.digests {
 		match |= subtle.ConstantTimeCompare(presented[:], s.digests[i][:])

@@ -298,9 +298,10 @@ func (b *memberBody) Close() error {
 
 // memberConn is one connection to a member.
 type memberConn struct {
-	raw       net.Conn  // the TCP connection.
-	conn      net.Conn  // raw, or the TLS client over it.
-	limit     headLimit // between conn and br: bounds what response heads read.
+	raw       net.Conn         // the TCP connection.
+	peeker    *sockpeek.Peeker // of raw.
+	conn      net.Conn         // raw, or the TLS client over it.
+	limit     headLimit        // between conn and br: bounds what response heads read.
 	br        *bufio.Reader
 	head      []byte // scratch for request heads (and small bodies), kept between requests.
 	addr      string
@@ -404,7 +405,7 @@ func (u *memberClient) dial(ctx context.Context, route *memberRoute, deadline ti
 		}
 		return nil, err
 	}
-	c := &memberConn{raw: raw, conn: raw, addr: route.addr}
+	c := &memberConn{raw: raw, peeker: sockpeek.NewPeeker(raw), conn: raw, addr: route.addr}
 	if route.scheme == "https" {
 		cfg := &tls.Config{} //nolint:gosec // MinVersion is Go's default (TLS 1.2).
 		if u.tls != nil {
@@ -468,7 +469,7 @@ func (c *memberConn) alive() bool {
 	if c.br.Buffered() > 0 || c.raw.SetReadDeadline(time.Time{}) != nil {
 		return false
 	}
-	st := sockpeek.Peek(c.raw)
+	st := c.peeker.Peek()
 	return st == sockpeek.Open || st == sockpeek.Unknown
 }
 

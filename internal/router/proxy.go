@@ -17,12 +17,16 @@ const (
 
 // Response body copying.
 const (
-	// copyBufferSize is the size of the buffers that copy response bodies,
-	// ReverseProxy's own default.
-	copyBufferSize = 32 << 10
+	// copyBufferSize is the size of the buffers that copy response bodies.
+	// A stream holds its buffer while it waits for the next event, so the
+	// size is memory per open stream; 4 KiB, not ReverseProxy's 32 KiB, is
+	// the size of the buffers on either side of it (the member connection's
+	// reader and the server's writer), so an event of up to 4 KiB still
+	// takes one read and one write (docs/ROUTER.md#9-performance).
+	copyBufferSize = 4 << 10
 	// copyBufferPoolSize bounds the idle copy buffers kept for reuse: enough
-	// for a few hundred concurrent streams, 8 MiB at most.
-	copyBufferPoolSize = 256
+	// for a thousand concurrent exchanges, 4 MiB at most.
+	copyBufferPoolSize = 1024
 )
 
 // newReverseProxy returns the one ReverseProxy every request goes through,
@@ -162,9 +166,14 @@ func (r *heldReply) Write(p []byte) (int, error) {
 	return r.w.Write(p)
 }
 
-// FlushError sends the head and flushes what was written.
+// FlushError sends the head and flushes what was written. It calls the
+// server's flush itself rather than through a ResponseController, one
+// frame less under the head's write (docs/ROUTER.md#9-performance).
 func (r *heldReply) FlushError() error {
 	r.commit()
+	if f, ok := r.w.(interface{ FlushError() error }); ok {
+		return f.FlushError()
+	}
 	return http.NewResponseController(r.w).Flush()
 }
 

@@ -210,7 +210,11 @@ func (rt *Router) Close() { rt.members.Close() }
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case pathChatCompletions, pathCompletions, pathResponses, pathEmbeddings:
-		rt.serveInference(w, r)
+		// The gates and admission, in the order of
+		// docs/ROUTER.md#2-request-path, then the single upstream attempt.
+		if ex := rt.admit(w, r); ex != nil {
+			ex.serve(w, r)
+		}
 	case pathModels:
 		rt.serveModels(w, r)
 	default:
@@ -254,9 +258,13 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(rt.table.Load().models)
 }
 
-// serveInference runs the gates, admission and the single upstream attempt
-// of one inference request, in the order of docs/ROUTER.md#2-request-path.
-func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
+// admit runs the gates and admission of one inference request and returns
+// its exchange, or nil when it answered the request itself. It returns
+// before the exchange is served, so that its frame, the largest of the
+// request path, is not under the proxy's: the deepest call of a stream,
+// net/http writing the response head, must fit in the serving goroutine's
+// 8 KiB (docs/ROUTER.md#9-performance).
+func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	o := Outcome{Start: rt.clock.Now(), RequestID: rt.ids.requestID(r.Header)}
 	idHeader := []string{o.RequestID} // shared by the response and the upstream request; never appended to.
 	w.Header()[headerRequestID] = idHeader
@@ -268,12 +276,12 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header()["Allow"] = allowPost
 		rt.refuse(w, &o, ResultRefused, errMethodNotAllowed)
-		return
+		return nil
 	}
 	if !rt.keys.Allow(r) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		rt.refuse(w, &o, ResultRefused, errUnauthorized)
-		return
+		return nil
 	}
 	buf, err := readBody(r, rt.maxBody, rt.bodies)
 	if err != nil {
@@ -287,7 +295,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Connection", "close")
 		}
 		rt.refuse(w, &o, ResultRefused, e)
-		return
+		return nil
 	}
 	held := heldBodies{buf}
 	defer held.release()
@@ -295,12 +303,12 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	model, ok := modelField(body)
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errBadRequest)
-		return
+		return nil
 	}
 	entry, ok := rt.table.Load().aliases[string(model.name)]
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errModelNotFound)
-		return
+		return nil
 	}
 	ts := entry.tier
 	// The buffer of the body's copy that names the tier's servedModel is
@@ -309,7 +317,7 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 	if n := rewriteSize(ts.cfg.Load().upstreamModel, body, model); n > 0 {
 		if held[1], err = newBodyBuf(rt.bodies, n, false); err != nil {
 			rt.refuse(w, &o, ResultRefused, errBodyBufferExhausted)
-			return
+			return nil
 		}
 	}
 	o.Alias, o.Tier = entry.alias, ts.key
@@ -326,10 +334,10 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 			rt.handedOver(w, r)
 			rt.endHandedOver(&o)
-			return
+			return nil
 		}
 		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
-		return
+		return nil
 	}
 	route := cfg.member(lease.Member())
 	if route == nil {
@@ -373,10 +381,10 @@ func (rt *Router) serveInference(w http.ResponseWriter, r *http.Request) {
 		}
 		ex.outcome.Duration = rt.clock.Since(ex.outcome.Start)
 		rt.finish(&ex.outcome)
-		return
+		return nil
 	}
 	w.Header()[headerMember] = route.memberName
-	ex.serve(w, r)
+	return ex
 }
 
 // acquire builds the admission inputs of ts from completed snapshots and

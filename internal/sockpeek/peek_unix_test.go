@@ -76,12 +76,69 @@ func TestPeek(t *testing.T) {
 // delivers later.
 func awaitPeek(t *testing.T, s net.Conn, want State) {
 	t.Helper()
+	awaitState(t, func() State { return Peek(s) }, want)
+}
+
+// awaitState checks that peek returns want, as awaitPeek does.
+func awaitState(t *testing.T, peek func() State, want State) {
+	t.Helper()
 	const attempts = 1000
 	got := Unknown
 	for range attempts {
-		if got = Peek(s); got == want {
+		if got = peek(); got == want {
 			return
 		}
 	}
 	t.Fatalf("Peek = %v after %d looks, want %v", got, attempts, want)
+}
+
+// TestPeekerFollowsOneConnection checks that one Peeker sees a connection
+// go through its states, and peeks without allocating.
+func TestPeekerFollowsOneConnection(t *testing.T) {
+	ctx := context.Background()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	p := NewPeeker(s)
+	if got := p.Peek(); got != Open {
+		t.Fatalf("an open connection reads as %v", got)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { p.Peek() }); allocs != 0 {
+		t.Fatalf("Peek allocates %v times", allocs)
+	}
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	awaitState(t, p.Peek, Data)
+	var b [1]byte
+	if n, err := s.Read(b[:]); n != 1 || err != nil {
+		t.Fatalf("reading the peeked byte: %d, %v", n, err)
+	}
+	if got := p.Peek(); got != Open {
+		t.Fatalf("after the byte was read the connection reads as %v", got)
+	}
+	_ = c.Close()
+	awaitState(t, p.Peek, Closed)
+
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	defer p2.Close()
+	if got := NewPeeker(p1).Peek(); got != Unknown {
+		t.Fatalf("a pipe reads as %v", got)
+	}
 }

@@ -25,6 +25,13 @@ type chatStream struct {
 // baseURL and reads it up to its first token.
 func openChatStream(t *testing.T, baseURL, model string, maxTokens int) *chatStream {
 	t.Helper()
+	return openChatStreamAs(t, baseURL, "", model, maxTokens)
+}
+
+// openChatStreamAs is openChatStream presenting the API key key (none when
+// empty).
+func openChatStreamAs(t *testing.T, baseURL, key, model string, maxTokens int) *chatStream {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"tell a long story"}],"max_tokens":%d,"stream":true}`, model, maxTokens)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/chat/completions", bytes.NewBufferString(body))
@@ -33,6 +40,9 @@ func openChatStream(t *testing.T, baseURL, model string, maxTokens int) *chatStr
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	resp, err := streamClient.Do(req) //nolint:bodyclose // closed by chatStream.close, registered with t.Cleanup.
 	if err != nil {
 		cancel()
