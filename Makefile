@@ -217,6 +217,11 @@ test-images: envtest-bins images-offline ## Build the images offline, then run t
 	CONTAINER_TOOL=podman CONTAINER_RUN_FLAGS="$(OFFLINE_RUNTIME_FLAGS)" \
 		go test $(GO_TEST_FLAGS) -tags images ./test/images
 
+.PHONY: e2e-cluster
+e2e-cluster: e2e-cluster-bins images-offline ## Run the end-to-end test on a real single-node cluster: kubelet, containerd, the project's images (root; docs/KUBERNETES.md).
+	hack/e2e-cluster/install-node.sh
+	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) go test -count=1 -timeout 30m -tags cluster ./test/cluster
+
 .PHONY: test-quickstart
 test-quickstart: envtest-bins ## Run the README's quick starts as written (the demo, the manager, the router in files mode).
 	go test -count=1 -timeout 30m -tags quickstart ./test/quickstart
@@ -271,6 +276,10 @@ bench-go: ## Run the Go micro-benchmarks of the cores and of the router's proxy 
 .PHONY: envtest-bins
 envtest-bins: ## Build kube-apiserver, etcd and kubectl from source into bin/k8s (skipped when up to date).
 	hack/envtest/build.sh $(ENVTEST_BIN)
+
+.PHONY: e2e-cluster-bins
+e2e-cluster-bins: envtest-bins ## Build kubelet, kube-scheduler and kube-controller-manager from source into bin/k8s (skipped when up to date).
+	hack/e2e-cluster/build.sh $(ENVTEST_BIN)
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

@@ -1,0 +1,488 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/supervise"
+)
+
+// Names of the cluster.
+const (
+	// nodeName is the one node's name.
+	nodeName = "sluice-e2e-node"
+	// pauseImage is the sandbox image the test builds and imports: no
+	// registry is reachable.
+	pauseImage = "localhost/sluice-e2e/pause:1"
+	// k8sNamespace is containerd's namespace of the kubelet's images and
+	// containers.
+	k8sNamespace = "k8s.io"
+)
+
+// Waiting bounds.
+const (
+	// nodeReadyTimeout bounds the wait for the node to register Ready.
+	nodeReadyTimeout = 2 * time.Minute
+	// podTimeout bounds the wait for a pod to run.
+	podTimeout = 2 * time.Minute
+	// logTail is how much of each process's output a failure prints.
+	logTail = 16 << 10
+	// commandTimeout bounds one command (ctr, podman, go build).
+	commandTimeout = 5 * time.Minute
+)
+
+// repoRoot is the repository, seen from this package's directory.
+var repoRoot = filepath.Join("..", "..")
+
+// node is the single-node cluster: the envtest control plane, the
+// controller manager and the scheduler, containerd and the kubelet.
+type node struct {
+	dir        string
+	kubeconfig string
+	k8s        client.Client
+	socket     string // containerd's socket.
+}
+
+// bin returns the path of a binary the Makefile built into bin/k8s.
+func bin(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, "bin", "k8s")
+	}
+	p, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil { //nolint:gosec // the test's own bin directory.
+		t.Fatalf("%s missing: run `make e2e-cluster`, which builds it (%v)", name, err)
+	}
+	return p
+}
+
+// tool returns the path of a program the machine must have.
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not found: `make e2e-cluster` installs containerd, runc and podman from Debian's packages (%v)", name, err)
+	}
+	return p
+}
+
+// startNode starts the cluster in a fresh directory and stops everything,
+// in order, when the test ends, also when it fails.
+func startNode(t *testing.T) *node {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the real-node cluster needs root: containerd and the kubelet manage cgroups, mounts and network namespaces")
+	}
+	for _, name := range []string{"containerd", "runc", "ctr", "podman"} {
+		tool(t, name)
+	}
+	n := &node{dir: t.TempDir()}
+	// The kubelet mounts its root directory and the pods' volumes under
+	// it; what is left once everything stopped is unmounted, so that the
+	// directory can be removed (this cleanup runs last).
+	t.Cleanup(func() { unmountUnder(t, n.dir) })
+	assets := filepath.Dir(bin(t, "kube-apiserver"))
+
+	// The control plane: etcd and kube-apiserver, with an admin user.
+	env := &envtest.Environment{BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths: []string{filepath.Join(repoRoot, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	if _, err := env.Start(); err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	admin, err := env.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.kubeconfig = filepath.Join(n.dir, "admin.kubeconfig")
+	write(t, n.kubeconfig, string(kc))
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sluicev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n.k8s, err = client.New(admin.Config(), client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The controllers and the scheduler, as the admin (the cluster has
+	// no other identities to give them).
+	api := env.ControlPlane.GetAPIServer()
+	ca := filepath.Join(n.dir, "ca.crt")
+	write(t, ca, string(api.CA))
+	n.start(t, "kube-controller-manager", bin(t, "kube-controller-manager"), []string{
+		"--kubeconfig", n.kubeconfig,
+		"--service-account-private-key-file", filepath.Join(api.CertDir, "sa-signer.key"),
+		"--root-ca-file", ca,
+		"--leader-elect=false",
+		"--bind-address", "127.0.0.1", "--secure-port", "0",
+	})
+	n.start(t, "kube-scheduler", bin(t, "kube-scheduler"), []string{
+		"--kubeconfig", n.kubeconfig, "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0", "-v", "2",
+	})
+
+	// containerd, then the sandbox image.
+	n.socket = n.startContainerd(t)
+	n.importImage(t, n.buildPause(t))
+
+	// The kubelet.
+	kubeletDir := filepath.Join(n.dir, "kubelet")
+	manifests := filepath.Join(n.dir, "manifests")
+	for _, d := range []string{kubeletDir, manifests} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := filepath.Join(n.dir, "kubelet.yaml")
+	write(t, config, fmt.Sprintf(kubeletConfig, "unix://"+n.socket, manifests))
+	n.start(t, "kubelet", bin(t, "kubelet"), []string{
+		"--config", config,
+		"--kubeconfig", n.kubeconfig,
+		"--root-dir", kubeletDir,
+		"--hostname-override", nodeName,
+		"--node-ip", "127.0.0.1",
+	})
+	t.Cleanup(func() { n.deletePods(t) }) // runs before the kubelet stops.
+	n.awaitNodeReady(t)
+	return n
+}
+
+// start starts a process of the cluster, logging to a file in the test's
+// directory, and stops it when the test ends, after what was started later
+// (cleanups run last first): the kubelet stops before containerd, and both
+// before the control plane.
+func (n *node) start(t *testing.T, name, path string, args []string) {
+	t.Helper()
+	p, err := supervise.Start(context.Background(), supervise.Spec{
+		Name: name, Path: path, Args: args, Log: filepath.Join(n.dir, name+".log"), Tail: logTail,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("output of %s (last %d bytes):\n%s", name, logTail, p.Tail())
+		}
+	})
+}
+
+// kubeletConfig is the kubelet's configuration for this machine kind: the
+// cgroupfs driver on a cgroup v1/hybrid hierarchy, no swap check, every
+// server on loopback, no eviction and no node allocatable enforcement (the
+// node is a shared development machine). %s: containerd's endpoint, the
+// static pod directory.
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+failSwapOn: false
+failCgroupV1: false
+containerRuntimeEndpoint: %s
+staticPodPath: %s
+address: 127.0.0.1
+healthzBindAddress: 127.0.0.1
+readOnlyPort: 0
+enforceNodeAllocatable: []
+localStorageCapacityIsolation: false
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+`
+
+// containerdConfig is containerd's configuration: its state under the
+// test's directory, runc through its absolute path with cgroupfs,
+// restrict_oom_score_adj (without it every sandbox fails to start on this
+// machine kind) and the test's pause image. %s: root, state, socket,
+// sandbox image.
+const containerdConfig = `version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        SystemdCgroup = false
+`
+
+// startContainerd starts containerd and returns its socket.
+func (n *node) startContainerd(t *testing.T) string {
+	t.Helper()
+	socket := filepath.Join(n.dir, "containerd.sock")
+	config := filepath.Join(n.dir, "containerd.toml")
+	write(t, config, fmt.Sprintf(containerdConfig, filepath.Join(n.dir, "containerd-root"), filepath.Join(n.dir, "containerd-state"), socket, pauseImage))
+	n.start(t, "containerd", tool(t, "containerd"), []string{"--config", config})
+	if err := supervise.Poll(context.Background(), time.Minute, "containerd's socket", func() (bool, string, error) {
+		_, err := os.Stat(socket)
+		return err == nil, fmt.Sprint(err), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Stop what containerd still runs before it stops (cleanups run last
+	// first: this one before containerd's).
+	t.Cleanup(func() { n.killTasks(t) })
+	return socket
+}
+
+// pauseProgram is the sandbox's process: it waits for SIGTERM.
+const pauseProgram = `package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
+	<-c
+}
+`
+
+// buildPause builds the pause image FROM scratch and saves it as an OCI
+// archive, which it returns.
+func (n *node) buildPause(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(n.dir, "pause")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "main.go"), pauseProgram)
+	write(t, filepath.Join(dir, "go.mod"), "module pause\n\ngo 1.26\n")
+	write(t, filepath.Join(dir, "Containerfile"), "FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT [\"/pause\"]\n")
+	n.command(t, dir, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", "pause", ".")
+	podman := []string{"podman", "--runtime", "/usr/sbin/runc"}
+	n.command(t, dir, nil, append(podman, "build", "-t", pauseImage, ".")...)
+	archive := filepath.Join(n.dir, "pause.tar")
+	n.command(t, dir, nil, append(podman, "save", "--format", "oci-archive", "-o", archive, pauseImage)...)
+	return archive
+}
+
+// importImage imports an OCI archive into containerd's k8s.io namespace.
+func (n *node) importImage(t *testing.T, archive string) {
+	t.Helper()
+	n.command(t, n.dir, nil, "ctr", "--address", n.socket, "-n", k8sNamespace, "images", "import", archive)
+}
+
+// killTasks kills the containers containerd still runs, so that none
+// outlives the test.
+func (n *node) killTasks(t *testing.T) {
+	t.Helper()
+	out, err := n.output(n.dir, "ctr", "--address", n.socket, "-n", k8sNamespace, "tasks", "list", "-q")
+	if err != nil {
+		t.Logf("listing containerd's tasks: %v", err)
+		return
+	}
+	for _, id := range strings.Fields(out) {
+		if _, err := n.output(n.dir, "ctr", "--address", n.socket, "-n", k8sNamespace, "tasks", "kill", "-s", "SIGKILL", id); err != nil {
+			t.Logf("killing task %s: %v", id, err)
+		}
+	}
+}
+
+// deletePods deletes every pod and waits (bounded) until the kubelet
+// stopped them.
+func (n *node) deletePods(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
+	defer cancel()
+	var pods corev1.PodList
+	if err := n.k8s.List(ctx, &pods); err != nil {
+		t.Logf("listing pods: %v", err)
+		return
+	}
+	for i := range pods.Items {
+		if err := n.k8s.Delete(ctx, &pods.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("deleting pod %s/%s: %v", pods.Items[i].Namespace, pods.Items[i].Name, err)
+		}
+	}
+	_ = supervise.Poll(ctx, podTimeout, "every pod gone", func() (bool, string, error) {
+		var left corev1.PodList
+		if err := n.k8s.List(ctx, &left); err != nil {
+			return false, err.Error(), nil
+		}
+		return len(left.Items) == 0, fmt.Sprintf("%d pods left", len(left.Items)), nil
+	})
+}
+
+// awaitNodeReady waits until the node registered and reports Ready.
+func (n *node) awaitNodeReady(t *testing.T) {
+	t.Helper()
+	err := supervise.Poll(context.Background(), nodeReadyTimeout, "node "+nodeName+" Ready", func() (bool, string, error) {
+		var nd corev1.Node
+		if err := n.k8s.Get(context.Background(), client.ObjectKey{Name: nodeName}, &nd); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, c := range nd.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, c.Reason + ": " + c.Message, nil
+			}
+		}
+		return false, "no Ready condition", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitPodRunning waits until the pod runs with every container ready.
+func (n *node) awaitPodRunning(t *testing.T, namespace, name string) *corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	err := supervise.Poll(context.Background(), podTimeout, "pod "+namespace+"/"+name+" running and ready", func() (bool, string, error) {
+		if err := n.k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &pod); err != nil {
+			return false, err.Error(), nil
+		}
+		if pod.Status.Phase != corev1.PodRunning {
+			return false, fmt.Sprintf("phase %s %+v", pod.Status.Phase, pod.Status.ContainerStatuses), nil
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return c.Status == corev1.ConditionTrue, c.Reason + ": " + c.Message, nil
+			}
+		}
+		return false, "no Ready condition", nil
+	})
+	if err != nil {
+		var events corev1.EventList
+		_ = n.k8s.List(context.Background(), &events, client.InNamespace(namespace))
+		for _, e := range events.Items {
+			t.Logf("event %s %s: %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+		t.Fatal(err)
+	}
+	return &pod
+}
+
+// command runs a program in dir, failing the test with its output.
+func (n *node) command(t *testing.T, dir string, env []string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the test's own commands.
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// output runs a program in dir and returns its standard output.
+func (n *node) output(dir string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the test's own commands.
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	return string(out), err
+}
+
+// unmountUnder unmounts every mount below dir, deepest first.
+func unmountUnder(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Errorf("reading the mounts: %v", err)
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		// The fifth field is the mount point.
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", p, err)
+		}
+	}
+}
+
+// write writes a file the test owns.
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNodeRunsAPod brings the node up and runs a pod on it the way the
+// router DaemonSet's pods run: host network, not root, a read-only root
+// filesystem, no capabilities, the image imported without a registry.
+func TestNodeRunsAPod(t *testing.T) {
+	n := startNode(t)
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
+	if err := n.k8s.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	yes, no := true, false
+	uid := int64(65535)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "host-pause"},
+		Spec: corev1.PodSpec{
+			HostNetwork: true,
+			Containers: []corev1.Container{{
+				Name: "pause", Image: pauseImage, ImagePullPolicy: corev1.PullNever,
+				SecurityContext: &corev1.SecurityContext{
+					RunAsNonRoot: &yes, RunAsUser: &uid, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+	if err := n.k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	got := n.awaitPodRunning(t, "default", "host-pause")
+	if got.Spec.NodeName != nodeName {
+		t.Fatalf("the pod ran on %q, want %q (scheduled by kube-scheduler)", got.Spec.NodeName, nodeName)
+	}
+}
