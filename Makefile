@@ -220,7 +220,10 @@ test-images: envtest-bins images-offline ## Build the images offline, then run t
 .PHONY: e2e-cluster
 e2e-cluster: e2e-cluster-bins images-offline ## Run the end-to-end test on a real single-node cluster: kubelet, containerd, the project's images (root; docs/KUBERNETES.md).
 	hack/e2e-cluster/install-node.sh
-	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) go test -count=1 -timeout 30m -tags cluster ./test/cluster
+	$(MAKE) docker-save CONTAINER_TOOL=podman
+	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) SLUICE_E2E_IMAGES=$(OUT_IMAGES) \
+		SLUICE_E2E_IMAGE_MANAGER=$(IMG_MANAGER) SLUICE_E2E_IMAGE_ROUTER=$(IMG_ROUTER) SLUICE_E2E_IMAGE_ENGINESIM=$(IMG_ENGINESIM) \
+		go test -count=1 -timeout 30m -tags cluster ./test/cluster
 
 .PHONY: test-quickstart
 test-quickstart: envtest-bins ## Run the README's quick starts as written (the demo, the manager, the router in files mode).

@@ -5,6 +5,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -484,5 +488,86 @@ func TestNodeRunsAPod(t *testing.T) {
 	got := n.awaitPodRunning(t, "default", "host-pause")
 	if got.Spec.NodeName != nodeName {
 		t.Fatalf("the pod ran on %q, want %q (scheduled by kube-scheduler)", got.Spec.NodeName, nodeName)
+	}
+}
+
+// projectImage imports the OCI archive of one of the project's images
+// (`make docker-save` writes them into out/images) and returns its
+// reference, which the Makefile passes as SLUICE_E2E_IMAGE_<NAME>.
+func (n *node) projectImage(t *testing.T, name string) string {
+	t.Helper()
+	ref := os.Getenv("SLUICE_E2E_IMAGE_" + strings.ToUpper(name))
+	if ref == "" {
+		t.Fatalf("SLUICE_E2E_IMAGE_%s is not set: run the test with `make e2e-cluster`", strings.ToUpper(name))
+	}
+	dir := os.Getenv("SLUICE_E2E_IMAGES")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, "out", "images")
+	}
+	n.importImage(t, filepath.Join(dir, "sluice-"+name+".tar"))
+	return ref
+}
+
+// freePort returns a loopback port nothing listens on now, for a
+// host-network pod, which cannot ask the kernel for one.
+func freePort(t *testing.T) int {
+	t.Helper()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestEngineImageServes runs the project's enginesim image as a
+// host-network pod with a readiness probe, and asks it for its models on
+// the node's loopback: the image pipeline without a registry, end to end.
+func TestEngineImageServes(t *testing.T) {
+	n := startNode(t)
+	ctx := context.Background()
+	image := n.projectImage(t, "enginesim")
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
+	if err := n.k8s.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	yes, no := true, false
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "engine"},
+		Spec: corev1.PodSpec{
+			HostNetwork: true,
+			Containers: []corev1.Container{{
+				Name: "enginesim", Image: image, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--model", "e2e/llm"},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Host: "127.0.0.1", Path: "/v1/models", Port: intstr.FromInt32(int32(port))}}, PeriodSeconds: 1}, //nolint:gosec // a port fits.
+				SecurityContext: &corev1.SecurityContext{
+					RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+	if err := n.k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	n.awaitPodRunning(t, "default", "engine")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/v1/models", port), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body strings.Builder
+	if _, err := io.Copy(&body, io.LimitReader(resp.Body, 1<<16)); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body.String(), `"e2e/llm"`) {
+		t.Fatalf("GET /v1/models: %d %s", resp.StatusCode, body.String())
 	}
 }
