@@ -219,7 +219,7 @@ test-images: envtest-bins images-offline ## Build the images offline, then run t
 
 .PHONY: e2e-cluster
 e2e-cluster: e2e-cluster-bins images-offline ## Run the end-to-end test on a real single-node cluster: kubelet, containerd, the project's images (root; docs/KUBERNETES.md).
-	hack/e2e-cluster/install-node.sh
+	hack/images/install-runtime.sh --node
 	$(MAKE) docker-save CONTAINER_TOOL=podman
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) SLUICE_E2E_IMAGES=$(OUT_IMAGES) \
 		SLUICE_E2E_IMAGE_MANAGER=$(IMG_MANAGER) SLUICE_E2E_IMAGE_ROUTER=$(IMG_ROUTER) SLUICE_E2E_IMAGE_ENGINESIM=$(IMG_ENGINESIM) \
@@ -282,7 +282,7 @@ envtest-bins: ## Build kube-apiserver, etcd and kubectl from source into bin/k8s
 
 .PHONY: e2e-cluster-bins
 e2e-cluster-bins: envtest-bins ## Build kubelet, kube-scheduler and kube-controller-manager from source into bin/k8s (skipped when up to date).
-	hack/e2e-cluster/build.sh $(ENVTEST_BIN)
+	hack/envtest/build.sh $(ENVTEST_BIN) node
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

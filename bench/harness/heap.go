@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,47 +118,28 @@ func memStats(text []byte) (map[string]uint64, error) {
 // heapSites sums a heap profile's in-use space by the innermost function
 // outside the Go runtime, and returns the total and the largest sites.
 func heapSites(p *profile.Profile) (liveMiB float64, sites []heapSite, err error) {
-	idx := -1
-	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" && st.Unit == "bytes" {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		return 0, nil, fmt.Errorf("heap profile: no inuse_space/bytes sample type")
-	}
-	by := map[string]int64{}
-	var total int64
-	for _, s := range p.Sample {
-		fn := "Go runtime"
-	frames:
-		for _, loc := range s.Location {
-			for _, l := range loc.Line {
-				if l.Function != nil && !strings.HasPrefix(l.Function.Name, "runtime.") && !strings.HasPrefix(l.Function.Name, "internal/") {
-					fn = l.Function.Name
-					break frames
-				}
-			}
-		}
-		by[fn] += s.Value[idx]
-		total += s.Value[idx]
+	by, total, err := sumBy(p, "inuse_space", "bytes", allocationSite)
+	if err != nil {
+		return 0, nil, err
 	}
 	for fn, v := range by {
 		sites = append(sites, heapSite{Function: fn, MiB: float64(v) / (1 << 20)})
 	}
 	slices.SortFunc(sites, func(a, b heapSite) int {
-		if a.MiB != b.MiB {
-			if a.MiB > b.MiB {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Function, b.Function)
+		return cmp.Or(cmp.Compare(b.MiB, a.MiB), strings.Compare(a.Function, b.Function))
 	})
-	if len(sites) > heapTopSites {
-		sites = sites[:heapTopSites]
+	return float64(total) / (1 << 20), sites[:min(len(sites), heapTopSites)], nil
+}
+
+// allocationSite returns a stack's innermost function outside the Go
+// runtime, or "Go runtime".
+func allocationSite(stack []string) string {
+	for _, fn := range stack {
+		if !strings.HasPrefix(fn, "runtime.") && !strings.HasPrefix(fn, "internal/") {
+			return fn
+		}
 	}
-	return float64(total) / (1 << 20), sites, nil
+	return "Go runtime"
 }
 
 // heapSitesText lists the first n sites as "function (MiB)".

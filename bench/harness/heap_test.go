@@ -42,32 +42,9 @@ func TestMemStats(t *testing.T) {
 	}
 }
 
-// heapProfile builds a heap profile of the given stacks (innermost first)
-// and their in-use bytes.
-func heapProfile(stacks [][]string, bytes []int64) *profile.Profile {
-	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"}}}
-	locs := map[string]*profile.Location{}
-	for i, stack := range stacks {
-		s := &profile.Sample{Value: []int64{1, bytes[i]}}
-		for _, name := range stack {
-			loc, ok := locs[name]
-			if !ok {
-				f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name}
-				p.Function = append(p.Function, f)
-				loc = &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: f}}}
-				p.Location = append(p.Location, loc)
-				locs[name] = loc
-			}
-			s.Location = append(s.Location, loc)
-		}
-		p.Sample = append(p.Sample, s)
-	}
-	return p
-}
-
 func TestHeapSites(t *testing.T) {
 	const copyGet = "github.com/sluice-dev/sluice/internal/router.copyBuffers.Get"
-	p := heapProfile([][]string{
+	p := stackProfile("inuse_space", "bytes", [][]string{
 		{"runtime.mallocgc", "bufio.NewReaderSize", "net/http.(*conn).serve"},
 		{"runtime.makeslice", copyGet},
 		{copyGet, "net/http/httputil.(*ReverseProxy).copyResponse"},

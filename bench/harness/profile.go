@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -102,32 +103,37 @@ func areaOf(stack []string) string {
 	return "Go runtime (other)"
 }
 
-// breakdown sums a CPU profile's samples by area.
-func breakdown(p *profile.Profile, requests int) (cpuSeconds float64, areas []profileArea, err error) {
-	idx := -1
-	for i, st := range p.SampleType {
-		if st.Type == "cpu" && st.Unit == "nanoseconds" {
-			idx = i
-		}
-	}
+// sumBy sums one sample type (typ, unit) of a profile by key, which is
+// handed each sample's stack: its function names, innermost first (a
+// location's lines are innermost first too, for inlined calls). The stack
+// is reused between samples.
+func sumBy(p *profile.Profile, typ, unit string, key func(stack []string) string) (by map[string]int64, total int64, err error) {
+	idx := slices.IndexFunc(p.SampleType, func(st *profile.ValueType) bool { return st.Type == typ && st.Unit == unit })
 	if idx < 0 {
-		return 0, nil, fmt.Errorf("profile: no cpu/nanoseconds sample type")
+		return nil, 0, fmt.Errorf("profile: no %s/%s sample type", typ, unit)
 	}
-	byArea := map[string]int64{}
-	var total int64
+	by = map[string]int64{}
+	var stack []string
 	for _, s := range p.Sample {
-		var stack []string
+		stack = stack[:0]
 		for _, loc := range s.Location {
-			// A location's lines are innermost first (inlined calls).
 			for _, l := range loc.Line {
 				if l.Function != nil {
 					stack = append(stack, l.Function.Name)
 				}
 			}
 		}
-		v := s.Value[idx]
-		byArea[areaOf(stack)] += v
-		total += v
+		by[key(stack)] += s.Value[idx]
+		total += s.Value[idx]
+	}
+	return by, total, nil
+}
+
+// breakdown sums a CPU profile's samples by area.
+func breakdown(p *profile.Profile, requests int) (cpuSeconds float64, areas []profileArea, err error) {
+	byArea, total, err := sumBy(p, "cpu", "nanoseconds", areaOf)
+	if err != nil {
+		return 0, nil, err
 	}
 	if total == 0 {
 		return 0, nil, fmt.Errorf("profile: %w", errNoSamples)
@@ -140,13 +146,7 @@ func breakdown(p *profile.Profile, requests int) (cpuSeconds float64, areas []pr
 		areas = append(areas, pa)
 	}
 	slices.SortFunc(areas, func(a, b profileArea) int {
-		if a.Share != b.Share {
-			if a.Share > b.Share {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Area, b.Area)
+		return cmp.Or(cmp.Compare(b.Share, a.Share), strings.Compare(a.Area, b.Area))
 	})
 	return float64(total) / 1e9, areas, nil
 }

@@ -29,27 +29,38 @@ func TestAreaOf(t *testing.T) {
 	}
 }
 
-// cpuProfile builds a CPU profile whose samples are the given stacks
-// (innermost first) with the given nanoseconds.
-func cpuProfile(samples map[string][]string, ns map[string]int64) *profile.Profile {
-	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}}}
-	fns := map[string]*profile.Location{}
-	for key, stack := range samples {
-		var locs []*profile.Location
+// stackProfile builds a profile of one sample per stack (function names,
+// innermost first), of the given type and value after a count of 1.
+func stackProfile(typ, unit string, stacks [][]string, values []int64) *profile.Profile {
+	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: typ, Unit: unit}}}
+	locs := map[string]*profile.Location{}
+	for i, stack := range stacks {
+		s := &profile.Sample{Value: []int64{1, values[i]}}
 		for _, name := range stack {
-			loc, ok := fns[name]
+			loc, ok := locs[name]
 			if !ok {
 				f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name}
 				p.Function = append(p.Function, f)
 				loc = &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: f}}}
 				p.Location = append(p.Location, loc)
-				fns[name] = loc
+				locs[name] = loc
 			}
-			locs = append(locs, loc)
+			s.Location = append(s.Location, loc)
 		}
-		p.Sample = append(p.Sample, &profile.Sample{Location: locs, Value: []int64{1, ns[key]}})
+		p.Sample = append(p.Sample, s)
 	}
 	return p
+}
+
+// cpuProfile builds a CPU profile whose samples are the given stacks
+// (innermost first) with the given nanoseconds.
+func cpuProfile(samples map[string][]string, ns map[string]int64) *profile.Profile {
+	var stacks [][]string
+	var values []int64
+	for key, stack := range samples {
+		stacks, values = append(stacks, stack), append(values, ns[key])
+	}
+	return stackProfile("cpu", "nanoseconds", stacks, values)
 }
 
 func TestBreakdown(t *testing.T) {

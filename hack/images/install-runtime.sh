@@ -2,12 +2,17 @@
 # Installs what building and running sluice's images without a registry
 # needs, when it is missing: podman, runc (this machine kind's cgroup setup
 # needs runc; crun refuses it) and a static busybox (the shell of the
-# offline Go build image, hack/images/go-image.sh). Debian packages, as
-# root; anywhere else it says what is missing and stops.
+# offline Go build image, hack/images/go-image.sh); with --node also
+# containerd, the container runtime of the real-node cluster
+# (make e2e-cluster). Debian packages, as root; anywhere else it says what
+# is missing and stops.
 set -euo pipefail
 
 missing=()
 command -v podman >/dev/null 2>&1 || missing+=(podman)
+if [[ ${1:-} == --node ]]; then
+  command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || missing+=(containerd)
+fi
 [[ -x /usr/sbin/runc ]] || missing+=(runc)
 # ldd fails on a static executable.
 [[ -x /bin/busybox ]] && ! ldd /bin/busybox >/dev/null 2>&1 || missing+=(busybox-static)

@@ -8,18 +8,19 @@ import (
 	"testing"
 )
 
-// TestPeek checks each state: an open connection, one with bytes waiting,
-// one whose peer closed it (FIN), one whose peer reset it (RST), one closed
-// on this side, and a connection that is not a socket.
-func TestPeek(t *testing.T) {
+// pairer listens on loopback and returns a function that opens one more
+// connection to the listener and returns both of its ends, closed when
+// the test ends.
+func pairer(t *testing.T) func() (client, server net.Conn) {
+	t.Helper()
 	ctx := context.Background()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	pair := func() (client, server net.Conn) {
+	t.Cleanup(func() { _ = ln.Close() })
+	return func() (client, server net.Conn) {
 		t.Helper()
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
@@ -33,7 +34,13 @@ func TestPeek(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close(); _ = s.Close() })
 		return c, s
 	}
+}
 
+// TestPeek checks each state: an open connection, one with bytes waiting,
+// one whose peer closed it (FIN), one whose peer reset it (RST), one closed
+// on this side, and a connection that is not a socket.
+func TestPeek(t *testing.T) {
+	pair := pairer(t)
 	c, s := pair()
 	if got := Peek(s); got != Open {
 		t.Fatalf("an open connection reads as %v", got)
@@ -95,25 +102,7 @@ func awaitState(t *testing.T, peek func() State, want State) {
 // TestPeekerFollowsOneConnection checks that one Peeker sees a connection
 // go through its states, and peeks without allocating.
 func TestPeekerFollowsOneConnection(t *testing.T) {
-	ctx := context.Background()
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-
+	c, s := pairer(t)()
 	p := NewPeeker(s)
 	if got := p.Peek(); got != Open {
 		t.Fatalf("an open connection reads as %v", got)

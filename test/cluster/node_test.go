@@ -317,13 +317,13 @@ func (n *node) importImage(t *testing.T, archive string) {
 // outlives the test.
 func (n *node) killTasks(t *testing.T) {
 	t.Helper()
-	out, err := n.output(n.dir, "ctr", "--address", n.socket, "-n", k8sNamespace, "tasks", "list", "-q")
+	out, err := run(n.dir, nil, "ctr", "--address", n.socket, "-n", k8sNamespace, "tasks", "list", "-q")
 	if err != nil {
 		t.Logf("listing containerd's tasks: %v", err)
 		return
 	}
 	for _, id := range strings.Fields(out) {
-		if _, err := n.output(n.dir, "ctr", "--address", n.socket, "-n", k8sNamespace, "tasks", "kill", "-s", "SIGKILL", id); err != nil {
+		if _, err := run(n.dir, nil, "ctr", "--address", n.socket, "-n", k8sNamespace, "tasks", "kill", "-s", "SIGKILL", id); err != nil {
 			t.Logf("killing task %s: %v", id, err)
 		}
 	}
@@ -406,24 +406,25 @@ func (n *node) awaitPodRunning(t *testing.T, namespace, name string) *corev1.Pod
 // command runs a program in dir, failing the test with its output.
 func (n *node) command(t *testing.T, dir string, env []string, args ...string) {
 	t.Helper()
+	if _, err := run(dir, env, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs a program in dir with env added to the test's environment and
+// returns its standard output; an error carries the program's output.
+func run(dir string, env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the test's own commands.
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-}
-
-// output runs a program in dir and returns its standard output.
-func (n *node) output(dir string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the test's own commands.
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	return string(out), err
+	return stdout.String(), nil
 }
 
 // unmountUnder unmounts every mount below dir, deepest first.
