@@ -196,7 +196,7 @@ undeploy: ## Remove everything deploy installed, the CRD and the router's Secret
 ##@ Test
 
 .PHONY: test
-test: envtest-bins verify test-monitoring test-go test-images test-quickstart test-soak fuzz ## Verify, test the monitoring rules, run every test with -race (envtest included), test the images and the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
+test: envtest-bins verify test-monitoring test-go test-images e2e-cluster test-quickstart test-soak fuzz ## Verify, test the monitoring rules, run every test with -race (envtest included), test the images, install them on a real node, test the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
 
 .PHONY: test-go
 test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
@@ -218,12 +218,12 @@ test-images: envtest-bins images-offline ## Build the images offline, then run t
 		go test $(GO_TEST_FLAGS) -tags images ./test/images
 
 .PHONY: e2e-cluster
-e2e-cluster: e2e-cluster-bins images-offline ## Run the end-to-end test on a real single-node cluster: kubelet, containerd, the project's images (root; docs/KUBERNETES.md).
+e2e-cluster: e2e-cluster-bins images-offline ## Install sluice on a real single-node cluster (kubelet, containerd, the project's images) and run the operator's scenarios (root; docs/KUBERNETES.md).
 	hack/images/install-runtime.sh --node
 	$(MAKE) docker-save CONTAINER_TOOL=podman
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) SLUICE_E2E_IMAGES=$(OUT_IMAGES) \
 		SLUICE_E2E_IMAGE_MANAGER=$(IMG_MANAGER) SLUICE_E2E_IMAGE_ROUTER=$(IMG_ROUTER) SLUICE_E2E_IMAGE_ENGINESIM=$(IMG_ENGINESIM) \
-		go test -count=1 -timeout 30m -tags cluster ./test/cluster
+		go test -race -count=1 -timeout 30m -v -tags cluster ./test/cluster
 
 .PHONY: test-quickstart
 test-quickstart: envtest-bins ## Run the README's quick starts as written (the demo, the manager, the router in files mode).

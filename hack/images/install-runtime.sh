@@ -4,7 +4,7 @@
 # needs runc; crun refuses it) and a static busybox (the shell of the
 # offline Go build image, hack/images/go-image.sh); with --node also
 # containerd, the container runtime of the real-node cluster
-# (make e2e-cluster). Debian packages, as root; anywhere else it says what
+# (make e2e-cluster), the CNI plugins of its pod network and iproute2. Debian packages, as root; anywhere else it says what
 # is missing and stops.
 set -euo pipefail
 
@@ -12,6 +12,8 @@ missing=()
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 if [[ ${1:-} == --node ]]; then
   command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || missing+=(containerd)
+  [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] || missing+=(containernetworking-plugins)
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 fi
 [[ -x /usr/sbin/runc ]] || missing+=(runc)
 # ldd fails on a static executable.

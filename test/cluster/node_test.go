@@ -5,9 +5,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -53,6 +50,82 @@ const (
 	// commandTimeout bounds one command (ctr, podman, go build).
 	commandTimeout = 5 * time.Minute
 )
+
+// The node's network: the whole cluster runs in a network namespace of its
+// own (TestMain), which has a loopback interface and the pod network's
+// bridge, and nothing else.
+const (
+	// serviceRange is the Services' cluster IP range; the API server
+	// gives its first address to the `kubernetes` Service.
+	serviceRange = "10.0.0.0/24"
+	// apiServerIP is the `kubernetes` Service's cluster IP. It is
+	// assigned to the namespace's loopback interface and the API server
+	// serves on it, so the in-cluster address every pod is given reaches
+	// the API server without a service proxy, from the host network and
+	// from the pod network alike.
+	apiServerIP = "10.0.0.1"
+	// apiServerPort is the `kubernetes` Service's port, which the API
+	// server serves on for the same reason.
+	apiServerPort = "443"
+	// cniPlugins is where Debian's containernetworking-plugins installs
+	// the plugins.
+	cniPlugins = "/usr/lib/cni"
+)
+
+// inNamespaceEnv marks the test process that runs in the cluster's network
+// namespace.
+const inNamespaceEnv = "SLUICE_E2E_NETNS"
+
+// TestMain runs the tests in a network namespace of their own: the test
+// binary runs itself again in a new one. Everything the cluster serves,
+// the router's front door on the node's :8080 included, is then reachable
+// from this machine's tests alone and from no other machine, and no port
+// of the machine is taken.
+func TestMain(m *testing.M) {
+	if os.Getenv(inNamespaceEnv) == "" {
+		os.Exit(inNewNamespace())
+	}
+	if err := setUpNamespace(); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster test: setting up the network namespace:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// inNewNamespace runs this test binary again, with the same arguments, in
+// a new network namespace, and returns its exit code.
+func inNewNamespace() int {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "cluster test: needs root (containerd and the kubelet manage cgroups, mounts and network namespaces)")
+		return 1
+	}
+	cmd := exec.CommandContext(context.Background(), "/proc/self/exe", os.Args[1:]...) //nolint:gosec // this binary, again.
+	cmd.Env = append(os.Environ(), inNamespaceEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Run(); err != nil {
+		if exit, ok := err.(*exec.ExitError); ok { //nolint:errorlint // Run returns it unwrapped.
+			return exit.ExitCode()
+		}
+		fmt.Fprintln(os.Stderr, "cluster test: starting it in a new network namespace:", err)
+		return 1
+	}
+	return 0
+}
+
+// setUpNamespace brings the new namespace's loopback interface up and
+// gives it the API server's address.
+func setUpNamespace() error {
+	for _, args := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "address", "add", apiServerIP + "/32", "dev", "lo"},
+	} {
+		if _, err := run("", nil, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // repoRoot is the repository, seen from this package's directory.
 var repoRoot = filepath.Join("..", "..")
@@ -97,10 +170,7 @@ func tool(t *testing.T, name string) string {
 // in order, when the test ends, also when it fails.
 func startNode(t *testing.T) *node {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("the real-node cluster needs root: containerd and the kubelet manage cgroups, mounts and network namespaces")
-	}
-	for _, name := range []string{"containerd", "runc", "ctr", "podman"} {
+	for _, name := range []string{"containerd", "runc", "ctr", "podman", "ip"} {
 		tool(t, name)
 	}
 	n := &node{dir: t.TempDir()}
@@ -110,8 +180,17 @@ func startNode(t *testing.T) *node {
 	t.Cleanup(func() { unmountUnder(t, n.dir) })
 	assets := filepath.Dir(bin(t, "kube-apiserver"))
 
-	// The control plane: etcd and kube-apiserver, with an admin user.
+	// The control plane: etcd and kube-apiserver, with an admin user. The
+	// API server serves on the address of the `kubernetes` Service, which
+	// is every pod's in-cluster address of it (there is no service proxy),
+	// with the ServiceAccount admission plugin that gives pods their tokens.
+	apiServer := &envtest.APIServer{}
+	apiServer.Address, apiServer.Port = apiServerIP, apiServerPort
+	apiServer.Configure().
+		Set("service-cluster-ip-range", serviceRange).
+		Disable("disable-admission-plugins")
 	env := &envtest.Environment{BinaryAssetsDirectory: assets,
+		ControlPlane:      envtest.ControlPlane{APIServer: apiServer},
 		CRDDirectoryPaths: []string{filepath.Join(repoRoot, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	if _, err := env.Start(); err != nil {
 		t.Fatalf("start control plane: %v", err)
@@ -234,8 +313,8 @@ authorization:
 // containerdConfig is containerd's configuration: its state under the
 // test's directory, runc through its absolute path with cgroupfs,
 // restrict_oom_score_adj (without it every sandbox fails to start on this
-// machine kind) and the test's pause image. %s: root, state, socket,
-// sandbox image.
+// machine kind), the test's pause image and the pod network. %s: root,
+// state, socket, sandbox image, CNI plugins, CNI configuration.
 const containerdConfig = `version = 2
 root = %q
 state = %q
@@ -244,6 +323,9 @@ state = %q
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
   restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
@@ -253,12 +335,41 @@ state = %q
         SystemdCgroup = false
 `
 
+// podNetwork is the pod network: a bridge on the node with host-local
+// addresses, the bridge the pods' default gateway. No masquerading: the
+// node's network namespace has no way out. %s: the address leases'
+// directory.
+const podNetwork = `{
+  "cniVersion": "0.4.0",
+  "name": "sluice-e2e",
+  "plugins": [{
+    "type": "bridge",
+    "bridge": "sluice-e2e0",
+    "isGateway": true,
+    "ipMasq": false,
+    "hairpinMode": true,
+    "ipam": {
+      "type": "host-local",
+      "dataDir": %q,
+      "routes": [{"dst": "0.0.0.0/0"}],
+      "ranges": [[{"subnet": "10.88.0.0/24", "gateway": "10.88.0.1"}]]
+    }
+  }]
+}
+`
+
 // startContainerd starts containerd and returns its socket.
 func (n *node) startContainerd(t *testing.T) string {
 	t.Helper()
 	socket := filepath.Join(n.dir, "containerd.sock")
 	config := filepath.Join(n.dir, "containerd.toml")
-	write(t, config, fmt.Sprintf(containerdConfig, filepath.Join(n.dir, "containerd-root"), filepath.Join(n.dir, "containerd-state"), socket, pauseImage))
+	cni := filepath.Join(n.dir, "cni")
+	if err := os.MkdirAll(cni, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(cni, "10-sluice-e2e.conflist"), fmt.Sprintf(podNetwork, filepath.Join(n.dir, "cni-ipam")))
+	write(t, config, fmt.Sprintf(containerdConfig, filepath.Join(n.dir, "containerd-root"), filepath.Join(n.dir, "containerd-state"),
+		socket, pauseImage, cniPlugins, cni))
 	n.start(t, "containerd", tool(t, "containerd"), []string{"--config", config})
 	if err := supervise.Poll(context.Background(), time.Minute, "containerd's socket", func() (bool, string, error) {
 		_, err := os.Stat(socket)
@@ -329,12 +440,24 @@ func (n *node) killTasks(t *testing.T) {
 	}
 }
 
-// deletePods deletes every pod and waits (bounded) until the kubelet
-// stopped them.
+// deletePods deletes every Deployment, DaemonSet and pod, and waits
+// (bounded) until the kubelet stopped the pods: the controllers, which
+// still run, would replace pods deleted alone.
 func (n *node) deletePods(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
 	defer cancel()
+	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.DaemonSetList{}} {
+		if err := n.k8s.List(ctx, list); err != nil {
+			t.Logf("listing workloads: %v", err)
+			continue
+		}
+		if err := meta.EachListItem(list, func(o runtime.Object) error {
+			return client.IgnoreNotFound(n.k8s.Delete(ctx, o.(client.Object)))
+		}); err != nil {
+			t.Logf("deleting workloads: %v", err)
+		}
+	}
 	var pods corev1.PodList
 	if err := n.k8s.List(ctx, &pods); err != nil {
 		t.Logf("listing pods: %v", err)
@@ -374,23 +497,37 @@ func (n *node) awaitNodeReady(t *testing.T) {
 	}
 }
 
-// awaitPodRunning waits until the pod runs with every container ready.
-func (n *node) awaitPodRunning(t *testing.T, namespace, name string) *corev1.Pod {
+// awaitReady waits until exactly one pod that is not being deleted matches
+// labels in namespace, and it runs with every container ready, and returns
+// it.
+func (n *node) awaitReady(t *testing.T, namespace string, labels map[string]string) *corev1.Pod {
 	t.Helper()
 	var pod corev1.Pod
-	err := supervise.Poll(context.Background(), podTimeout, "pod "+namespace+"/"+name+" running and ready", func() (bool, string, error) {
-		if err := n.k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &pod); err != nil {
-			return false, err.Error(), nil
+	what := fmt.Sprintf("one pod %v in %s running and ready", labels, namespace)
+	err := supervise.Poll(context.Background(), podTimeout, what, func() (bool, string, error) {
+		var pods corev1.PodList
+		if err := n.k8s.List(context.Background(), &pods, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
+			return false, "", err
 		}
+		var live []corev1.Pod
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				live = append(live, p)
+			}
+		}
+		if len(live) != 1 {
+			return false, fmt.Sprintf("%d pods", len(live)), nil
+		}
+		pod = live[0]
 		if pod.Status.Phase != corev1.PodRunning {
-			return false, fmt.Sprintf("phase %s %+v", pod.Status.Phase, pod.Status.ContainerStatuses), nil
+			return false, fmt.Sprintf("%s: phase %s %+v", pod.Name, pod.Status.Phase, pod.Status.ContainerStatuses), nil
 		}
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodReady {
-				return c.Status == corev1.ConditionTrue, c.Reason + ": " + c.Message, nil
+				return c.Status == corev1.ConditionTrue, pod.Name + ": " + c.Reason + ": " + c.Message, nil
 			}
 		}
-		return false, "no Ready condition", nil
+		return false, pod.Name + ": no Ready condition", nil
 	})
 	if err != nil {
 		var events corev1.EventList
@@ -401,6 +538,12 @@ func (n *node) awaitPodRunning(t *testing.T, namespace, name string) *corev1.Pod
 		t.Fatal(err)
 	}
 	return &pod
+}
+
+// routerPod returns the router's pod once it is the only one and ready.
+func (n *node) routerPod(t *testing.T) *corev1.Pod {
+	t.Helper()
+	return n.awaitReady(t, "sluice-router", map[string]string{"app.kubernetes.io/component": "router"})
 }
 
 // command runs a program in dir, failing the test with its output.
@@ -458,40 +601,6 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
-// TestNodeRunsAPod brings the node up and runs a pod on it the way the
-// router DaemonSet's pods run: host network, not root, a read-only root
-// filesystem, no capabilities, the image imported without a registry.
-func TestNodeRunsAPod(t *testing.T) {
-	n := startNode(t)
-	ctx := context.Background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
-	if err := n.k8s.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	yes, no := true, false
-	uid := int64(65535)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "host-pause"},
-		Spec: corev1.PodSpec{
-			HostNetwork: true,
-			Containers: []corev1.Container{{
-				Name: "pause", Image: pauseImage, ImagePullPolicy: corev1.PullNever,
-				SecurityContext: &corev1.SecurityContext{
-					RunAsNonRoot: &yes, RunAsUser: &uid, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-		},
-	}
-	if err := n.k8s.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	got := n.awaitPodRunning(t, "default", "host-pause")
-	if got.Spec.NodeName != nodeName {
-		t.Fatalf("the pod ran on %q, want %q (scheduled by kube-scheduler)", got.Spec.NodeName, nodeName)
-	}
-}
-
 // projectImage imports the OCI archive of one of the project's images
 // (`make docker-save` writes them into out/images) and returns its
 // reference, which the Makefile passes as SLUICE_E2E_IMAGE_<NAME>.
@@ -507,68 +616,4 @@ func (n *node) projectImage(t *testing.T, name string) string {
 	}
 	n.importImage(t, filepath.Join(dir, "sluice-"+name+".tar"))
 	return ref
-}
-
-// freePort returns a loopback port nothing listens on now, for a
-// host-network pod, which cannot ask the kernel for one.
-func freePort(t *testing.T) int {
-	t.Helper()
-	var lc net.ListenConfig
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// TestEngineImageServes runs the project's enginesim image as a
-// host-network pod with a readiness probe, and asks it for its models on
-// the node's loopback: the image pipeline without a registry, end to end.
-func TestEngineImageServes(t *testing.T) {
-	n := startNode(t)
-	ctx := context.Background()
-	image := n.projectImage(t, "enginesim")
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
-	if err := n.k8s.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	yes, no := true, false
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "engine"},
-		Spec: corev1.PodSpec{
-			HostNetwork: true,
-			Containers: []corev1.Container{{
-				Name: "enginesim", Image: image, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--model", "e2e/llm"},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Host: "127.0.0.1", Path: "/v1/models", Port: intstr.FromInt32(int32(port))}}, PeriodSeconds: 1}, //nolint:gosec // a port fits.
-				SecurityContext: &corev1.SecurityContext{
-					RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-		},
-	}
-	if err := n.k8s.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	n.awaitPodRunning(t, "default", "engine")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/v1/models", port), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body strings.Builder
-	if _, err := io.Copy(&body, io.LimitReader(resp.Body, 1<<16)); err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body.String(), `"e2e/llm"`) {
-		t.Fatalf("GET /v1/models: %d %s", resp.StatusCode, body.String())
-	}
 }

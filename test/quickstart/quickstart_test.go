@@ -9,59 +9,40 @@
 package quickstart
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/test/docblock"
 )
 
 // root is the repository root, where the README's commands run.
 var root = filepath.Join("..", "..")
 
-// blockRE matches a marked block: the name and the shell commands.
-var blockRE = regexp.MustCompile("(?s)<!-- quickstart: ([a-z]+) -->\n```sh\n(.*?)```")
-
 // blocks returns the README's marked blocks by name.
 func blocks(t *testing.T) map[string]string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md")) //nolint:gosec // the repository's README.
+	out, err := docblock.Blocks(filepath.Join(root, "README.md"), "quickstart")
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, m := range blockRE.FindAllStringSubmatch(string(readme), -1) {
-		out[m[1]] = m[2]
 	}
 	return out
 }
 
-// runBlock runs script in bash (-e, -u, pipefail) from the repository root
-// in its own process group, which it kills when the script ends or times
-// out, so nothing the script started in the background outlives it.
+// runBlock runs script from the repository root (docblock.Run), failing
+// the test when it fails or times out.
 func runBlock(t *testing.T, script string, timeout time.Duration) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script) //nolint:gosec // the README's own commands.
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	out, err := docblock.Run(ctx, root, nil, script)
 	if err != nil {
-		t.Fatalf("the quick start failed (%v):\n%s\n--- output:\n%s", err, script, out.String())
+		t.Fatalf("the quick start failed: %v", err)
 	}
-	return out.String()
+	return out
 }
 
 // TestQuickStarts runs each quick start and checks its output.
