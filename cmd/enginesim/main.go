@@ -45,7 +45,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	requestLog := fs.String("request-log", "", "append one JSON line per inference request to this file (docs/ENGINESIM.md#request-log)")
 	showVersion := fs.Bool("version", false, "print the version and revision and exit")
+	loadTime := fs.Duration("load-time", 0, "wait this long before listening, as an engine loads its model (docs/ENGINESIM.md)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *loadTime < 0 || *loadTime > enginesim.MaxSimDuration {
+		_, _ = fmt.Fprintf(stderr, "enginesim: --load-time must be within 0..%v, got %v\n", enginesim.MaxSimDuration, *loadTime)
 		return 2
 	}
 	if *showVersion {
@@ -82,6 +87,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *loadTime > 0 {
+		// Nothing listens meanwhile: a client sees what it sees of a real
+		// engine still loading, refused connections.
+		logger.Info("loading the model", "load_time", loadTime.String())
+		loaded := time.NewTimer(*loadTime)
+		select {
+		case <-loaded.C:
+		case <-ctx.Done():
+			loaded.Stop()
+			logger.Info("stopped while loading")
+			return 0
+		}
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", *listen)
 	if err != nil {

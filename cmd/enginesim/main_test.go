@@ -29,6 +29,8 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{"unknown flavor", []string{"--flavor=triton"}, "unknown metrics flavor"},
 		{"invalid config", []string{"--hidden-load=16", "--max-num-seqs=16"}, "hidden-load"},
 		{"invalid log level", []string{"--log-level=loud"}, "invalid --log-level"},
+		{"negative load time", []string{"--load-time=-1s"}, "--load-time must be within 0..10m0s"},
+		{"load time out of bounds", []string{"--load-time=11m"}, "--load-time must be within 0..10m0s"},
 		{"unusable listen address", []string{"--listen=256.0.0.1:1"}, "listen failed"},
 		{"unwritable request log", []string{"--request-log=/nonexistent-dir/requests.jsonl"}, "cannot open the request log"},
 	} {
@@ -82,7 +84,7 @@ func TestRunServesUntilSIGTERM(t *testing.T) {
 	go func() {
 		code <- run([]string{"--listen=127.0.0.1:0", "--model=m", "--ttft-base=0", "--itl-base=0",
 			"--ttft-per-seq=0", "--itl-per-seq=0", "--flavor=tgi",
-			"--request-log=" + logPath, "--allow-fault-header"}, io.Discard, w)
+			"--request-log=" + logPath, "--allow-fault-header", "--load-time=1ms"}, io.Discard, w)
 	}()
 	var line string
 	select {
@@ -167,5 +169,37 @@ func TestVersion(t *testing.T) {
 	}
 	if got, want := stdout.String(), version.String("enginesim")+"\n"; got != want {
 		t.Fatalf("--version printed %q, want %q", got, want)
+	}
+}
+
+// TestRunLoadsBeforeListening checks that --load-time keeps the engine from
+// listening while it loads, and that SIGTERM during the load ends it at
+// once with 0.
+func TestRunLoadsBeforeListening(t *testing.T) {
+	w := &lineWriter{match: "msg=\"loading the model\"", found: make(chan string, 1)}
+	code := make(chan int, 1)
+	go func() { code <- run([]string{"--listen=127.0.0.1:0", "--load-time=10m"}, io.Discard, w) }()
+	select {
+	case <-w.found:
+	case c := <-code:
+		t.Fatalf("run returned %d before loading: %s", c, w.String())
+	case <-time.After(failsafe):
+		t.Fatal("no loading line")
+	}
+	// run has registered its signal handler before logging "loading the
+	// model", so this SIGTERM reaches run.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("run returned %d: %s", c, w.String())
+		}
+	case <-time.After(failsafe):
+		t.Fatal("run did not return after SIGTERM during the load")
+	}
+	if out := w.String(); strings.Contains(out, "msg=listening") || !strings.Contains(out, "stopped while loading") {
+		t.Fatalf("log = %s, want the load stopped before listening", out)
 	}
 }

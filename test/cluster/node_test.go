@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -178,6 +179,7 @@ func startNode(t *testing.T) *node {
 	// it; what is left once everything stopped is unmounted, so that the
 	// directory can be removed (this cleanup runs last).
 	t.Cleanup(func() { unmountUnder(t, n.dir) })
+	cgroupRoot := makeCgroupRoot(t)
 	assets := filepath.Dir(bin(t, "kube-apiserver"))
 
 	// The control plane: etcd and kube-apiserver, with an admin user. The
@@ -243,23 +245,127 @@ func startNode(t *testing.T) *node {
 	// The kubelet.
 	kubeletDir := filepath.Join(n.dir, "kubelet")
 	manifests := filepath.Join(n.dir, "manifests")
-	for _, d := range []string{kubeletDir, manifests} {
+	podLogs := filepath.Join(n.dir, "pod-logs")
+	for _, d := range []string{kubeletDir, manifests, podLogs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
+	removeFixedPaths(t, podLogs)
 	config := filepath.Join(n.dir, "kubelet.yaml")
-	write(t, config, fmt.Sprintf(kubeletConfig, "unix://"+n.socket, manifests))
+	write(t, config, fmt.Sprintf(kubeletConfig, "unix://"+n.socket, manifests, cgroupRoot, podLogs))
 	n.start(t, "kubelet", bin(t, "kubelet"), []string{
 		"--config", config,
 		"--kubeconfig", n.kubeconfig,
 		"--root-dir", kubeletDir,
+		"--cert-dir", filepath.Join(n.dir, "kubelet-pki"),
 		"--hostname-override", nodeName,
 		"--node-ip", "127.0.0.1",
 	})
 	t.Cleanup(func() { n.deletePods(t) }) // runs before the kubelet stops.
 	n.awaitNodeReady(t)
 	return n
+}
+
+// cgroupHierarchies is where the machine mounts its cgroup hierarchies.
+const cgroupHierarchies = "/sys/fs/cgroup"
+
+// makeCgroupRoot creates a cgroup of the test's own in every hierarchy, for
+// the kubelet to put the pods' cgroups under, and returns its path. When
+// the test ends, after everything stopped (this cleanup runs before the
+// directory's unmount only), it removes it with what the kubelet created in
+// it, so no test leaves a cgroup behind and no two runs share one.
+func makeCgroupRoot(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("sluice-e2e-%d", os.Getpid())
+	hierarchies, err := os.ReadDir(cgroupHierarchies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for _, h := range hierarchies {
+		dir := filepath.Join(cgroupHierarchies, h.Name(), name)
+		if err := os.Mkdir(dir, 0o755); err == nil { //nolint:gosec // a cgroup, as the kubelet makes them.
+			made = append(made, dir)
+		} else if !os.IsExist(err) && !errors.Is(err, syscall.ENOTDIR) {
+			t.Fatalf("creating cgroup %s: %v", dir, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, dir := range made {
+			removeCgroup(t, dir)
+		}
+	})
+	return "/" + name
+}
+
+// removeCgroup removes the cgroup dir and every cgroup below it, deepest
+// first (a cgroup's files go with it).
+func removeCgroup(t *testing.T, dir string) {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Errorf("listing cgroup %s: %v", dir, err)
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("removing cgroup %s: %v", dirs[i], err)
+		}
+	}
+}
+
+// The kubelet's paths that its flags and configuration do not move.
+const (
+	// kubeletFixedDir holds the device plugins' directory.
+	kubeletFixedDir = "/var/lib/kubelet"
+	// containerLogLinks holds a link to each container's log.
+	containerLogLinks = "/var/log/containers"
+)
+
+// removeFixedPaths removes, when the test ends (this cleanup runs after
+// the kubelet stopped), what the kubelet made outside the test's
+// directory: the links to the logs under podLogs, and the fixed
+// directories it created. The machine must not run a kubelet of its own.
+func removeFixedPaths(t *testing.T, podLogs string) {
+	t.Helper()
+	var created []string
+	for _, dir := range []string{kubeletFixedDir, containerLogLinks} {
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			created = append(created, dir)
+		}
+	}
+	t.Cleanup(func() {
+		links, err := os.ReadDir(containerLogLinks)
+		if err != nil && !os.IsNotExist(err) {
+			t.Errorf("listing %s: %v", containerLogLinks, err)
+		}
+		for _, l := range links {
+			link := filepath.Join(containerLogLinks, l.Name())
+			if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, podLogs+string(filepath.Separator)) {
+				if err := os.Remove(link); err != nil {
+					t.Errorf("removing %s: %v", link, err)
+				}
+			}
+		}
+		for _, dir := range created {
+			remove := os.RemoveAll
+			if dir == containerLogLinks {
+				remove = os.Remove // what is not the test's stays.
+			}
+			if err := remove(dir); err != nil {
+				t.Errorf("removing %s: %v", dir, err)
+			}
+		}
+	})
 }
 
 // start starts a process of the cluster, logging to a file in the test's
@@ -283,10 +389,11 @@ func (n *node) start(t *testing.T, name, path string, args []string) {
 }
 
 // kubeletConfig is the kubelet's configuration for this machine kind: the
-// cgroupfs driver on a cgroup v1/hybrid hierarchy, no swap check, every
-// server on loopback, no eviction and no node allocatable enforcement (the
-// node is a shared development machine). %s: containerd's endpoint, the
-// static pod directory.
+// cgroupfs driver on a cgroup v1/hybrid hierarchy, under a cgroup of the
+// test's own, no swap check, every server on loopback, no eviction and no
+// node allocatable enforcement (the node is a shared development machine).
+// %s: containerd's endpoint, the static pod directory, the cgroup root,
+// the pods' log directory.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -294,6 +401,8 @@ failSwapOn: false
 failCgroupV1: false
 containerRuntimeEndpoint: %s
 staticPodPath: %s
+cgroupRoot: %s
+podLogsDir: %s
 address: 127.0.0.1
 healthzBindAddress: 127.0.0.1
 readOnlyPort: 0
