@@ -146,17 +146,7 @@ func TestRunServesUntilSIGTERM(t *testing.T) {
 
 	// run has registered its signal handler before logging "listening", so
 	// this SIGTERM reaches run and not the default handler.
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("run returned %d: %s", c, w.String())
-		}
-	case <-time.After(failsafe):
-		t.Fatal("run did not return after SIGTERM")
-	}
+	terminate(t, code, w)
 	if !strings.Contains(w.String(), "shutting down") {
 		t.Fatalf("log = %s", w.String())
 	}
@@ -188,6 +178,16 @@ func TestRunLoadsBeforeListening(t *testing.T) {
 	}
 	// run has registered its signal handler before logging "loading the
 	// model", so this SIGTERM reaches run.
+	terminate(t, code, w)
+	if out := w.String(); strings.Contains(out, "msg=listening") || !strings.Contains(out, "stopped while loading") {
+		t.Fatalf("log = %s, want the load stopped before listening", out)
+	}
+}
+
+// terminate sends this process SIGTERM and waits for run's exit code on
+// code, which must be 0.
+func terminate(t *testing.T, code <-chan int, w *lineWriter) {
+	t.Helper()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -197,9 +197,6 @@ func TestRunLoadsBeforeListening(t *testing.T) {
 			t.Fatalf("run returned %d: %s", c, w.String())
 		}
 	case <-time.After(failsafe):
-		t.Fatal("run did not return after SIGTERM during the load")
-	}
-	if out := w.String(); strings.Contains(out, "msg=listening") || !strings.Contains(out, "stopped while loading") {
-		t.Fatalf("log = %s, want the load stopped before listening", out)
+		t.Fatal("run did not return after SIGTERM")
 	}
 }
