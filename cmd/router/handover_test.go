@@ -347,18 +347,23 @@ func TestRunNotReadyUntilFrontDoorListens(t *testing.T) {
 	}))
 	defer up.Close()
 	// Hold an admin port the router joins (and, being newer, takes over),
-	// so that the test knows it before the router started.
+	// so that the test knows it before the router started. The router
+	// shares a port only with its predecessor: the test plays one, holding
+	// the handover channel of the router's front door address (and
+	// closing every connection to it, so that nothing is adopted).
 	placeholder, err := listen(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = placeholder.Close() }()
+	front := freeAddress(t)
+	holdHandoverName(t, front, func(net.Conn) {})
 	dir, keys := writeConfig(t, up.URL)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started, result := make(chan startedRouter, 1), make(chan error, 1)
 	go func() {
-		result <- run(ctx, []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", "127.0.0.1:0",
+		result <- run(ctx, []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", front,
 			"--admin-listen", placeholder.Addr().String(), "--api-keys-file", keys, "--shutdown-grace", "0s"},
 			io.Discard, io.Discard, func(s startedRouter) { started <- s })
 	}()
@@ -451,4 +456,42 @@ func TestRunReloadsKeys(t *testing.T) {
 		strings.Contains(logs, `"rotated"`) {
 		t.Errorf("logs: %s", logs)
 	}
+}
+
+// freeAddress returns a loopback address whose port was free a moment ago.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// holdHandoverName holds the handover channel of front in this process
+// (the router's uid) and gives each connection to serve, until the test
+// ends.
+func holdHandoverName(t *testing.T, front string, serve func(net.Conn)) {
+	t.Helper()
+	ln, err := listenHandover(handoverName(front))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = conn.Close() }()
+				serve(conn)
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-done })
 }

@@ -300,7 +300,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		return err
 	}
 
-	adminLn, err := listen(ctx, cfg.adminListen)
+	adminLn, err := listenOwned(ctx, cfg.adminListen, cfg.listen)
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
 	}
@@ -370,7 +370,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		if ctx.Err() != nil {
 			break
 		}
-		frontLn, err := listen(ctx, cfg.listen)
+		frontLn, err := listenOwned(ctx, cfg.listen, cfg.listen)
 		if err != nil {
 			runErr = fmt.Errorf("front door listener: %w", err)
 			break

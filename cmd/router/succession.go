@@ -38,16 +38,44 @@ const (
 	// handed over keeps to its successor: enough for the keep-alive
 	// clients still on it, which leave within --shutdown-grace.
 	forwardIdleConns = 64
+	// handoverHelloTimeout bounds the wait for the hello of a process that
+	// connected to the handover channel: a successor sends it as soon as
+	// it connected, over a socket on one host, in microseconds; a second
+	// is ample on a loaded node and leaves the successor most of its
+	// handoverTimeout for the snapshot. A peer that says nothing within
+	// it is dropped, having changed nothing.
+	handoverHelloTimeout = time.Second
+	// maxHandoverCandidates bounds the connections of this router's uid
+	// awaiting their hello at once, each for at most
+	// handoverHelloTimeout: a rollout brings one successor, and a few
+	// more slots keep one silent peer from shutting a real successor
+	// out; further connections are closed at once.
+	maxHandoverCandidates = 4
 )
+
+// errForeignPeer is returned by checkPeer for a handover channel's peer
+// that runs as another uid than this router: it may neither take this
+// router's admission over nor hand its own over.
+var errForeignPeer = errors.New("the handover channel's peer is not a router of this uid")
+
+// peer is the process at the other end of a handover channel, as the
+// kernel recorded it (SO_PEERCRED).
+type peer struct {
+	uid uint32
+	pid int32
+}
 
 // hopsHeader carries how often a request was forwarded to a successor. A
 // router serving a request itself removes it.
 const hopsHeader = "X-Sluice-Handover-Hops"
 
 // handoverName returns the abstract unix socket name of the handover
-// channel of the routers whose front door listens on addr: both routers of
-// a node bind the same address, in the node's network namespace.
-func handoverName(addr string) string { return "@sluice-router/" + addr }
+// channel of the routers whose front door listens on addr, a resolved
+// address: both routers of a node bind the same address, in the node's
+// network namespace. An unspecified host ("", 0.0.0.0, [::]) names the
+// channel as 127.0.0.1 does, so that ":8080" and the "[::]:8080" its
+// listener reports name one channel.
+func handoverName(addr string) string { return "@sluice-router/" + loopbackTarget(addr) }
 
 // succession is a router's side of the lease handover: as a successor it
 // holds inference requests until it adopted its predecessor's leases; as
@@ -68,17 +96,31 @@ type succession struct {
 	latest *source.Snapshot // the newest snapshot received while frozen.
 	apply  func(source.Snapshot)
 
-	name    string       // the channel's abstract name; set by start.
-	lnMu    sync.Mutex   // guards ln and stopped.
-	ln      net.Listener // the channel's listener while this router holds the name.
-	stopped bool         // stop ran: no listener may be recorded.
-	owner   sync.WaitGroup
+	name         string        // the channel's abstract name; set by start.
+	helloTimeout time.Duration // handoverHelloTimeout unless an option says otherwise.
+	lnMu         sync.Mutex    // guards ln, stopped and successor.
+	ln           net.Listener  // the channel's listener while this router holds the name.
+	stopped      bool          // stop ran: no listener may be recorded.
+	successor    bool          // the admission is handed over to a successor.
+	owner        sync.WaitGroup
+}
+
+// successionOption changes a succession's default.
+type successionOption func(*succession)
+
+// withHelloTimeout replaces handoverHelloTimeout.
+func withHelloTimeout(d time.Duration) successionOption {
+	return func(s *succession) { s.helloTimeout = d }
 }
 
 // newSuccession returns the succession of rt; apply applies a snapshot,
 // handedOver is called whenever this router hands its admission over.
-func newSuccession(rt *router.Router, logger *slog.Logger, apply func(source.Snapshot), handedOver func()) *succession {
-	return &succession{rt: rt, log: logger, opened: make(chan struct{}), apply: apply, handedOver: handedOver}
+func newSuccession(rt *router.Router, logger *slog.Logger, apply func(source.Snapshot), handedOver func(), opts ...successionOption) *succession {
+	s := &succession{rt: rt, log: logger, opened: make(chan struct{}), apply: apply, handedOver: handedOver, helloTimeout: handoverHelloTimeout}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // open lets inference requests through.
@@ -232,9 +274,10 @@ func (s *succession) start(ctx context.Context, frontAddr string) {
 	}
 }
 
-// adopt connects to the predecessor and adopts its leases, then takes the
+// adopt connects to the predecessor and, once it checked that the
+// predecessor runs as this router's uid, adopts its leases, then takes the
 // channel's name. Requests pass once the snapshot is adopted, or once the
-// handover failed.
+// handover failed or was refused.
 func (s *succession) adopt(ctx context.Context) {
 	defer s.open()
 	dctx, cancel := context.WithTimeout(ctx, handoverTimeout)
@@ -245,15 +288,27 @@ func (s *succession) adopt(ctx context.Context) {
 		s.takeName(ctx)
 		return
 	}
+	p, err := checkPeer(conn)
+	if err != nil {
+		_ = conn.Close()
+		s.log.Warn("no lease handover: the handover channel is held by a process that is not a router of this uid",
+			"peer_uid", p.uid, "peer_pid", p.pid, "error", err.Error())
+		s.takeName(ctx)
+		return
+	}
 	_ = conn.SetReadDeadline(time.Now().Add(handoverTimeout))
 	err = s.rt.AdoptHandover(ctx, conn, router.Adoption{Adopted: func(a router.AdoptedLeases) {
-		s.log.Info("predecessor's leases adopted", "adopted", a.Adopted, "ignored", a.Ignored)
+		s.log.Info("predecessor's leases adopted", "adopted", a.Adopted, "ignored", a.Ignored, "peer_pid", p.pid)
 		s.open()
 		s.takeName(ctx)
 	}})
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case errors.Is(err, router.ErrHandoverBounds):
+		s.log.Warn("lease handover refused: the predecessor's counts pass this router's ceilings; its leases are not adopted",
+			"peer_uid", p.uid, "peer_pid", p.pid, "error", err.Error())
+	case err != nil && ctx.Err() == nil:
 		s.log.Warn("lease handover ended", "error", err.Error())
-	} else {
+	default:
 		s.log.Info("predecessor stopped; its remaining leases were released")
 	}
 	select {
@@ -273,42 +328,111 @@ func (s *succession) takeName(ctx context.Context) {
 	s.serve(ctx, ln)
 }
 
-// serve accepts successors on ln, one at a time, until stop.
+// serve accepts would-be successors on ln until stop or until one took
+// the admission over (claim closes ln).
 func (s *succession) serve(ctx context.Context, ln net.Listener) {
 	if !s.setListener(ln) {
 		_ = ln.Close()
 		return
 	}
-	s.owner.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			// One successor at a time: it takes the name once it adopted.
-			s.setListener(nil)
-			_ = ln.Close()
-			s.freeze(true)
-			s.forwarding.Store(true)
-			s.handedOver()
-			s.log.Info("admission handed over to a successor; requests are forwarded to it")
-			err = s.rt.ServeHandover(ctx, conn)
-			if err == nil || ctx.Err() != nil {
-				return
-			}
-			s.forwarding.Store(false)
-			s.freeze(false)
-			s.log.Warn("the successor left; admitting again", "error", err.Error())
-			if ln, err = listenHandover(s.name); err != nil {
-				s.log.Warn("the handover channel could not be reopened", "error", err.Error())
-				return
-			}
-			if !s.setListener(ln) {
-				_ = ln.Close()
-				return
-			}
+	s.owner.Go(func() { s.accept(ctx, ln) })
+}
+
+// accept accepts connections on ln until it closes. A peer of another uid
+// is closed at once (checkPeer); the others are candidates, at most
+// maxHandoverCandidates at once, each awaiting its hello on its own
+// goroutine, so that a silent peer does not keep a real successor out.
+func (s *succession) accept(ctx context.Context, ln net.Listener) {
+	slots := make(chan struct{}, maxHandoverCandidates)
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
 		}
-	})
+		p, err := checkPeer(conn)
+		if err != nil {
+			_ = conn.Close()
+			s.log.Warn("handover channel: a peer was refused", "peer_uid", p.uid, "peer_pid", p.pid, "error", err.Error())
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			_ = conn.Close()
+			s.log.Warn("handover channel: a peer was refused: too many peers await their hello", "peer_uid", p.uid, "peer_pid", p.pid,
+				"awaiting", maxHandoverCandidates)
+			continue
+		}
+		s.owner.Go(func() {
+			defer func() { <-slots }()
+			s.candidate(ctx, conn, p)
+		})
+	}
+}
+
+// candidate serves one peer of this router's uid: given helloTimeout to
+// send a valid hello, it takes the admission over (claim) unless another
+// did first. Nothing is frozen or forwarded before. When a successor that
+// took the admission over leaves before this router stopped, the router
+// admits again and reopens the channel.
+func (s *succession) candidate(ctx context.Context, conn net.Conn, p peer) {
+	_ = conn.SetReadDeadline(time.Now().Add(s.helloTimeout))
+	claimed := false
+	err := s.rt.ServeHandover(ctx, conn, router.HandoverGate{Hello: func() bool {
+		claimed = s.claim()
+		if claimed {
+			s.log.Info("admission handed over to a successor; requests are forwarded to it", "peer_pid", p.pid)
+		}
+		return claimed
+	}})
+	switch {
+	case ctx.Err() != nil:
+		return
+	case !claimed && errors.Is(err, router.ErrSuccessorGone):
+		// A starting router checks its predecessor so (listenOwned).
+		s.log.Debug("handover channel: a peer left before its hello", "peer_pid", p.pid)
+		return
+	case !claimed:
+		s.log.Warn("handover channel: a peer was refused", "peer_uid", p.uid, "peer_pid", p.pid, "error", err.Error())
+		return
+	case err == nil:
+		return
+	}
+	s.forwarding.Store(false)
+	s.freeze(false)
+	s.log.Warn("the successor left; admitting again", "error", err.Error())
+	s.lnMu.Lock()
+	s.successor = false
+	s.lnMu.Unlock()
+	ln, err := listenHandover(s.name)
+	if err != nil {
+		s.log.Warn("the handover channel could not be reopened", "error", err.Error())
+		return
+	}
+	s.serve(ctx, ln)
+}
+
+// claim hands this router's admission over to the candidate whose hello
+// was valid, unless it is handed over already or the succession stopped:
+// it closes the channel's listener (one successor at a time: it takes the
+// name once it adopted), freezes the configuration, forwards requests
+// from now on and stops status reports.
+func (s *succession) claim() bool {
+	s.lnMu.Lock()
+	if s.successor || s.stopped {
+		s.lnMu.Unlock()
+		return false
+	}
+	s.successor = true
+	if s.ln != nil {
+		_ = s.ln.Close()
+		s.ln = nil
+	}
+	s.lnMu.Unlock()
+	s.freeze(true)
+	s.forwarding.Store(true)
+	s.handedOver()
+	return true
 }
 
 // setListener records ln as the channel's listener; it returns false

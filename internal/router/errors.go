@@ -30,6 +30,14 @@ var (
 	// ErrHandedOverAlready is returned by ServeHandover when a tier's
 	// admission is handed over already (another ServeHandover runs).
 	ErrHandedOverAlready = errors.New("router: admission handed over already")
+	// ErrHandoverRefused is returned by ServeHandover when HandoverGate.Hello
+	// refused a successor whose hello was valid: nothing was handed over.
+	ErrHandoverRefused = errors.New("router: successor refused")
+	// ErrHandoverBounds is returned by AdoptHandover when the predecessor's
+	// counts exceed what this router's ceilings allow it to adopt: a
+	// snapshot that does is refused whole before anything is adopted, and
+	// a later reservation that does ends the handover.
+	ErrHandoverBounds = errors.New("router: handover counts above this router's ceilings")
 )
 
 // Internal errors.

@@ -58,31 +58,50 @@ type handoverCount struct {
 	Count  int    `json:"count"`
 }
 
+// HandoverGate decides whether ServeHandover hands this router's admission
+// over to a successor whose hello was valid. Its zero value accepts every
+// such successor.
+type HandoverGate struct {
+	// Hello, when set, is called once the successor's hello was read and
+	// found valid, before anything is handed over: the caller stops
+	// sending requests to this router's admission there and returns true,
+	// or returns false to refuse this successor (another took the
+	// admission over first), and ServeHandover then returns
+	// ErrHandoverRefused having handed nothing over.
+	Hello func() bool
+}
+
 // ServeHandover hands this router's admission over to its successor on
 // conn (docs/ROUTER.md#81-handing-the-ports-over). It reads the
-// successor's hello, then, tier by tier (served and removed tiers still
-// holding leases), stops admitting and records the leases held
-// (admission.Tier.HandOver), sends them as the snapshot, and from then on
-// sends every release of those leases as it happens. The caller must have
-// stopped sending new requests to this router's admission before (they
-// are forwarded to the successor), and should not apply configuration
-// while the handover lasts.
+// successor's hello (the caller bounds the wait with conn's read
+// deadline, which ServeHandover lifts once the hello is read, and ctx
+// ending cuts it short), asks gate.Hello, then, tier by tier (served and
+// removed tiers still holding leases), stops admitting and records the
+// leases held (admission.Tier.HandOver), sends them as the snapshot, and
+// from then on sends every release of those leases as it happens. The
+// caller must stop sending new requests to this router's admission in
+// gate.Hello (they are forwarded to the successor), and should not apply
+// configuration while the handover lasts. Nothing is handed over before a
+// valid hello.
 //
-// It returns nil once ctx ends (this router stopped: its in-flight
-// requests are over), after sending the changes still queued; ctx should
-// end only after the front door's server shut down. It returns an error
-// wrapping ErrSuccessorGone when the successor closes the channel or a
-// write to it fails, ErrHandoverProtocol for a bad hello; in both cases
-// the tiers admit again before it returns. It closes conn.
-func (rt *Router) ServeHandover(ctx context.Context, conn net.Conn) error {
+// It returns nil once ctx ends after the hello (this router stopped: its
+// in-flight requests are over), after sending the changes still queued;
+// ctx should end only after the front door's server shut down. Before
+// the hello it returns ctx.Err() when ctx ends, an error wrapping
+// os.ErrDeadlineExceeded when the deadline passed, one wrapping
+// ErrSuccessorGone when the peer closed the channel, ErrHandoverProtocol
+// for a bad hello, and ErrHandoverRefused when gate.Hello refused; after
+// it, an error wrapping ErrSuccessorGone when the successor closes the
+// channel or a write to it fails, the tiers admitting again before it
+// returns. It closes conn.
+func (rt *Router) ServeHandover(ctx context.Context, conn net.Conn, gate HandoverGate) error {
 	defer func() { _ = conn.Close() }()
 	r := newHandoverReader(conn)
-	var hello handoverMessage
-	if err := r.read(&hello); err != nil {
+	if err := readHello(ctx, conn, r); err != nil {
 		return err
 	}
-	if hello.Kind != kindHello || hello.Version != HandoverVersion {
-		return fmt.Errorf("%w: hello %q %q, want %q", ErrHandoverProtocol, hello.Kind, hello.Version, HandoverVersion)
+	if gate.Hello != nil && !gate.Hello() {
+		return ErrHandoverRefused
 	}
 	signal := make(chan struct{}, 1)
 	tab := rt.table.Load()
@@ -169,20 +188,25 @@ type Adoption struct {
 
 // AdoptHandover takes its predecessor's admission over on conn
 // (docs/ROUTER.md#81-handing-the-ports-over): it sends the hello, reads
-// the snapshot (the caller bounds the wait with conn's deadline), adopts
-// every lease of it as a reservation of this router's admission
-// (admission.Tier.Adopt, ignoring ceilings and quiesce: the requests were
-// admitted already) and calls o.Adopted with what it adopted; a lease of a
-// tier or member this router does not serve is ignored. It then clears
-// conn's deadline and applies the predecessor's changes as they come:
-// each release releases one adopted lease of that member. When the
-// channel ends (the predecessor stopped or crashed), or ctx ends, every
-// lease still adopted is released, and it closes conn.
+// the snapshot (the caller bounds the wait with conn's deadline) and
+// checks it whole against this router's ceilings before adopting anything
+// (adoptedLeases.check): a snapshot that would take a member past its
+// ceiling, or a tier past its own, is refused. It then adopts every lease
+// of it as a reservation of this router's admission (admission.Tier.Adopt,
+// ignoring quiesce: the requests were admitted already) and calls
+// o.Adopted with what it adopted; a lease of a tier or member this router
+// does not serve is ignored. It then clears conn's deadline and applies
+// the predecessor's changes as they come: each release releases one
+// adopted lease of that member, and a reservation that would pass a
+// ceiling ends the handover. When the channel ends (the predecessor
+// stopped or crashed), or ctx ends, every lease still adopted is
+// released, and it closes conn.
 //
 // It returns nil when the predecessor closed the channel after the
 // snapshot, ctx.Err() when ctx ended, and an error (wrapping
-// ErrHandoverProtocol for a malformed message) otherwise; o.Adopted is
-// not called when the snapshot did not arrive.
+// ErrHandoverProtocol for a malformed message, ErrHandoverBounds for
+// counts past the ceilings) otherwise; o.Adopted is not called when the
+// snapshot did not arrive or was refused.
 func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) error {
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
@@ -200,13 +224,13 @@ func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) 
 		return fmt.Errorf("%w: the first message is not a snapshot", ErrHandoverProtocol)
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	leases := adoptedLeases{rt: rt, held: map[adoptedKey][]*admission.Lease{}}
+	leases := adoptedLeases{rt: rt, held: map[adoptedKey][]*admission.Lease{}, tiers: map[string]int{}}
 	defer leases.releaseAll()
+	if err := leases.check(snap.Counts); err != nil {
+		return err
+	}
 	var summary AdoptedLeases
 	for _, c := range snap.Counts {
-		if c.Count <= 0 {
-			return fmt.Errorf("%w: snapshot count %d", ErrHandoverProtocol, c.Count)
-		}
 		n := leases.adopt(c.Tier, c.Member, c.Count)
 		summary.Adopted += n
 		summary.Ignored += c.Count - n
@@ -230,7 +254,9 @@ func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) 
 			case -1:
 				leases.release(c.Tier, c.Member)
 			case 1:
-				leases.adopt(c.Tier, c.Member, 1)
+				if err := leases.reserve(c.Tier, c.Member); err != nil {
+					return err
+				}
 			default:
 				return fmt.Errorf("%w: change %d", ErrHandoverProtocol, c.Count)
 			}
@@ -239,6 +265,29 @@ func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) 
 			o.Changed()
 		}
 	}
+}
+
+// helloCut is the read deadline that cuts a wait for the hello short: any
+// time in the past.
+var helloCut = time.Unix(1, 0)
+
+// readHello reads the successor's hello on conn within the read deadline
+// the caller set, or until ctx ends, checks it and lifts the deadline.
+func readHello(ctx context.Context, conn net.Conn, r handoverReader) error {
+	unwatch := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(helloCut) })
+	var hello handoverMessage
+	err := r.read(&hello)
+	if !unwatch() {
+		return ctx.Err()
+	}
+	switch {
+	case err != nil:
+		return err
+	case hello.Kind != kindHello || hello.Version != HandoverVersion:
+		return fmt.Errorf("%w: hello %q %q, want %q", ErrHandoverProtocol, hello.Kind, hello.Version, HandoverVersion)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	return nil
 }
 
 // ctxOr returns ctx's error when ctx ended (closing conn made err), err
@@ -257,13 +306,90 @@ type adoptedKey struct{ tier, member string }
 // release of a member with no adopted lease left (one that was ignored)
 // does nothing.
 type adoptedLeases struct {
-	rt   *Router
-	mu   sync.Mutex
-	held map[adoptedKey][]*admission.Lease
+	rt    *Router
+	mu    sync.Mutex
+	held  map[adoptedKey][]*admission.Lease
+	tiers map[string]int // tier key → leases held of it.
+}
+
+// adoptionBound is how many leases a router adopts at most of one member
+// it serves, and of the member's tier.
+type adoptionBound struct {
+	// member is the member's ceiling, else its tier's, else
+	// admission.MaxConcurrency: no member of a router holds more.
+	member int
+	// tier is the tier's ceiling, 0 when the tier is unbounded (its
+	// members' bounds then hold).
+	tier int
+}
+
+// bound returns the adoption bound of member in tier, or false when this
+// router does not serve the tier or the member (its leases are ignored).
+func (a *adoptedLeases) bound(tier, member string) (adoptionBound, bool) {
+	ts, served := a.rt.table.Load().lookup(tier)
+	if !served {
+		return adoptionBound{}, false
+	}
+	s := ts.admission.Snapshot()
+	i := slices.IndexFunc(s.Members, func(m admission.MemberSnapshot) bool { return m.ID == member && !m.Removed })
+	if i < 0 {
+		return adoptionBound{}, false
+	}
+	b := adoptionBound{member: s.Members[i].Ceiling, tier: s.Ceiling}
+	switch {
+	case b.member > 0:
+	case b.tier > 0:
+		b.member = b.tier
+	default:
+		b.member = admission.MaxConcurrency
+	}
+	return b, true
+}
+
+// check refuses counts, the predecessor's snapshot, unless adopting them
+// all keeps every member this router serves within its adoption bound and
+// every tier within its ceiling. A count of a tier or member this router
+// does not serve is ignored, but no count may exceed
+// admission.MaxConcurrency, more than any router's member holds. It
+// adopts and allocates nothing beyond a sum per member.
+func (a *adoptedLeases) check(counts []handoverCount) error {
+	sums := map[adoptedKey]int{}
+	for _, c := range counts {
+		switch {
+		case c.Count <= 0:
+			return fmt.Errorf("%w: snapshot count %d", ErrHandoverProtocol, c.Count)
+		case c.Count > admission.MaxConcurrency:
+			return fmt.Errorf("%w: %d leases of member %q of tier %s in one count, more than any member holds", ErrHandoverBounds, c.Count, c.Member, c.Tier)
+		}
+		k := adoptedKey{c.Tier, c.Member}
+		sums[k] += c.Count
+		if sums[k] > admission.MaxConcurrency {
+			return fmt.Errorf("%w: %d leases of member %q of tier %s, more than any member holds", ErrHandoverBounds, sums[k], c.Member, c.Tier)
+		}
+	}
+	type tierSum struct{ held, ceiling int }
+	tiers := map[string]tierSum{}
+	for k, n := range sums {
+		b, served := a.bound(k.tier, k.member)
+		if !served {
+			continue
+		}
+		if n > b.member {
+			return fmt.Errorf("%w: %d leases of member %q of tier %s, its bound is %d", ErrHandoverBounds, n, k.member, k.tier, b.member)
+		}
+		tiers[k.tier] = tierSum{held: tiers[k.tier].held + n, ceiling: b.tier}
+	}
+	for tier, s := range tiers {
+		if s.ceiling > 0 && s.held > s.ceiling {
+			return fmt.Errorf("%w: %d leases of tier %s, its ceiling is %d", ErrHandoverBounds, s.held, tier, s.ceiling)
+		}
+	}
+	return nil
 }
 
 // adopt adopts n leases of member in tier and returns how many it adopted:
-// n, or 0 when this router does not serve the tier or the member.
+// n, or 0 when this router does not serve the tier or the member. The
+// caller checked n against the bounds.
 func (a *adoptedLeases) adopt(tier, member string, n int) int {
 	ts, served := a.rt.table.Load().lookup(tier)
 	if !served {
@@ -278,8 +404,29 @@ func (a *adoptedLeases) adopt(tier, member string, n int) int {
 			return i
 		}
 		a.held[k] = append(a.held[k], l)
+		a.tiers[tier]++
 	}
 	return n
+}
+
+// reserve adopts one more lease of member in tier, the predecessor's
+// reservation after its snapshot, unless it would pass the member's
+// adoption bound or the tier's ceiling: it then returns an error wrapping
+// ErrHandoverBounds. A reservation of a tier or member this router does
+// not serve is ignored.
+func (a *adoptedLeases) reserve(tier, member string) error {
+	b, served := a.bound(tier, member)
+	if !served {
+		return nil
+	}
+	a.mu.Lock()
+	held, tierHeld := len(a.held[adoptedKey{tier, member}]), a.tiers[tier]
+	a.mu.Unlock()
+	if held >= b.member || (b.tier > 0 && tierHeld >= b.tier) {
+		return fmt.Errorf("%w: a reservation past %d leases of member %q of tier %s", ErrHandoverBounds, held, member, tier)
+	}
+	a.adopt(tier, member, 1)
+	return nil
 }
 
 // release releases one adopted lease of member in tier, if one is held.
@@ -293,6 +440,7 @@ func (a *adoptedLeases) release(tier, member string) {
 	}
 	held[len(held)-1].Release()
 	a.held[k] = held[:len(held)-1]
+	a.tiers[tier]--
 }
 
 // releaseAll releases every adopted lease still held.
@@ -304,6 +452,7 @@ func (a *adoptedLeases) releaseAll() {
 			l.Release()
 		}
 		delete(a.held, k)
+		delete(a.tiers, k.tier)
 	}
 }
 

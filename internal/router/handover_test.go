@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func handOver(t *testing.T, old, successor *Router) *handoverPair {
 	p := &handoverPair{served: make(chan error, 1), adoptedDone: make(chan error, 1), adopted: make(chan AdoptedLeases, 1),
 		changed: make(chan struct{}, 64), cancelServe: scancel, cancelAdopt: acancel}
 	var wg sync.WaitGroup
-	wg.Go(func() { p.served <- old.ServeHandover(sctx, a) })
+	wg.Go(func() { p.served <- old.ServeHandover(sctx, a, HandoverGate{}) })
 	wg.Go(func() {
 		p.adoptedDone <- successor.AdoptHandover(actx, b, Adoption{
 			Adopted: func(s AdoptedLeases) { p.adopted <- s },
@@ -237,7 +238,7 @@ func TestHandoverBadPeers(t *testing.T) {
 		old := handoverRouter(t, handoverTiers(false, "gpu0"))
 		a, b := net.Pipe()
 		done := make(chan error, 1)
-		go func() { done <- old.ServeHandover(context.Background(), a) }()
+		go func() { done <- old.ServeHandover(context.Background(), a, HandoverGate{}) }()
 		_ = handoverWriter{conn: b}.write(handoverMessage{Kind: kindHello, Version: "sluice-handover/0"})
 		if err := wait(t, done, "ServeHandover"); !errors.Is(err, ErrHandoverProtocol) {
 			t.Fatalf("ServeHandover = %v, want ErrHandoverProtocol", err)
@@ -249,7 +250,7 @@ func TestHandoverBadPeers(t *testing.T) {
 		held := admit(t, old, "ns/llama")
 		a, b := net.Pipe()
 		done := make(chan error, 1)
-		go func() { done <- old.ServeHandover(context.Background(), a) }()
+		go func() { done <- old.ServeHandover(context.Background(), a, HandoverGate{}) }()
 		w, r := handoverWriter{conn: b}, newHandoverReader(b)
 		_ = w.write(handoverMessage{Kind: kindHello, Version: HandoverVersion})
 		var snap handoverMessage
@@ -357,6 +358,171 @@ func TestHandedOverRequestGoesToSuccessor(t *testing.T) {
 			if n := f.totalReleases(); n != 0 {
 				t.Fatalf("%d releases: a lease was taken", n)
 			}
+		})
+	}
+}
+
+// predecessorSays plays a predecessor on a pipe to successor.AdoptHandover:
+// it reads the hello, sends snapshot, then each message of changes, and
+// returns AdoptHandover's result and whether the snapshot was adopted. It
+// closes the channel once AdoptHandover returned or the messages are sent.
+func predecessorSays(t *testing.T, successor *Router, snapshot []handoverCount, changes ...[]handoverCount) (error, bool) {
+	t.Helper()
+	a, b := net.Pipe()
+	defer func() { _ = a.Close() }()
+	done := make(chan error, 1)
+	adopted := make(chan AdoptedLeases, 1)
+	go func() {
+		done <- successor.AdoptHandover(context.Background(), b, Adoption{Adopted: func(s AdoptedLeases) { adopted <- s }})
+	}()
+	if err := newHandoverReader(a).read(&handoverMessage{}); err != nil {
+		t.Fatal(err)
+	}
+	w := handoverWriter{conn: a}
+	for _, m := range append([]handoverMessage{{Kind: kindSnapshot, Counts: snapshot}}, changesMessages(changes)...) {
+		if err := w.write(m); err != nil {
+			break // AdoptHandover ended and closed its side.
+		}
+	}
+	_ = a.Close()
+	err := wait(t, done, "AdoptHandover")
+	select {
+	case <-adopted:
+		return err, true
+	default:
+		return err, false
+	}
+}
+
+// changesMessages wraps each list of counts in a changes message.
+func changesMessages(changes [][]handoverCount) []handoverMessage {
+	out := make([]handoverMessage, 0, len(changes))
+	for _, c := range changes {
+		out = append(out, handoverMessage{Kind: kindChanges, Counts: c})
+	}
+	return out
+}
+
+// TestHandoverRefusesCountsPastCeilings: a predecessor whose snapshot
+// would take a member past its ceiling, a tier past its own, or claims a
+// million leases is refused whole before anything is adopted; a
+// reservation after the snapshot that would pass a ceiling ends the
+// handover and releases what was adopted; counts within the ceilings are
+// adopted.
+func TestHandoverRefusesCountsPastCeilings(t *testing.T) {
+	tierCeiling := func(s *v1alpha1.ReplicaTierSpec) { three := int32(3); s.MaxConcurrency = &three }
+	tiers := []source.Tier{
+		// llama: gpu0 and gpu1 of ceiling 2 each, the tier 4.
+		handoverTiers(false, "gpu0", "gpu1")[0],
+		// capped: members of ceiling 2 each under a tier ceiling of 3.
+		newTier("ns/capped", []string{"capped"}, v1alpha1.StrategyRoundRobin,
+			[]memberSpec{{"a", "http://127.0.0.1:1", 2}, {"b", "http://127.0.0.1:1", 2}}, tierCeiling),
+		// open: one member without any ceiling.
+		newTier("ns/open", []string{"open"}, "", []memberSpec{{id: "solo", endpoint: "http://127.0.0.1:1"}}),
+	}
+	for _, tt := range []struct {
+		desc     string
+		snapshot []handoverCount
+		changes  [][]handoverCount
+		want     error // nil: adopted, and the channel's end releases it.
+	}{
+		{desc: "within the ceilings", snapshot: []handoverCount{
+			{"ns/llama", "gpu0", 2}, {"ns/llama", "gpu1", 2}, {"ns/capped", "a", 2}, {"ns/capped", "b", 1}, {"ns/open", "solo", 1000},
+			{"ns/gone", "x", 7},
+		}},
+		{desc: "a member past its ceiling", snapshot: []handoverCount{{"ns/llama", "gpu0", 3}}, want: ErrHandoverBounds},
+		{desc: "a member past its ceiling in two entries", snapshot: []handoverCount{{"ns/llama", "gpu0", 2}, {"ns/llama", "gpu0", 1}},
+			want: ErrHandoverBounds},
+		{desc: "a tier past its ceiling", snapshot: []handoverCount{{"ns/capped", "a", 2}, {"ns/capped", "b", 2}}, want: ErrHandoverBounds},
+		{desc: "a million leases", snapshot: []handoverCount{{"ns/llama", "gpu0", 1_000_000}}, want: ErrHandoverBounds},
+		{desc: "a million leases of a member without a ceiling", snapshot: []handoverCount{{"ns/open", "solo", 1_000_000}},
+			want: ErrHandoverBounds},
+		{desc: "a million leases of a tier not served", snapshot: []handoverCount{{"ns/gone", "x", 1_000_000}}, want: ErrHandoverBounds},
+		{desc: "a reservation past the ceiling", snapshot: []handoverCount{{"ns/llama", "gpu0", 2}},
+			changes: [][]handoverCount{{{"ns/llama", "gpu0", 1}}}, want: ErrHandoverBounds},
+		{desc: "a reservation past the tier ceiling", snapshot: []handoverCount{{"ns/capped", "a", 2}, {"ns/capped", "b", 1}},
+			changes: [][]handoverCount{{{"ns/capped", "b", 1}}}, want: ErrHandoverBounds},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			successor := handoverRouter(t, tiers)
+			err, adopted := predecessorSays(t, successor, tt.snapshot, tt.changes...)
+			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
+				t.Fatalf("AdoptHandover = %v, want %v", err, tt.want)
+			}
+			if wantAdopted := tt.want == nil || tt.changes != nil; adopted != wantAdopted {
+				t.Fatalf("snapshot adopted: %v, want %v", adopted, wantAdopted)
+			}
+			for _, tier := range []string{"ns/llama", "ns/capped", "ns/open"} {
+				if got := activeCounts(successor, tier); got[""] != 0 {
+					t.Fatalf("%s holds %v after the handover ended", tier, got)
+				}
+			}
+			// The router admits up to its ceilings: nothing adopted stays.
+			for range 4 {
+				admit(t, successor, "ns/llama")
+			}
+		})
+	}
+}
+
+// TestServeHandoverHello: nothing is handed over before a valid hello: a
+// silent successor is cut off by the read deadline, and one that hangs up,
+// sends a wrong hello, is refused by the gate or outlives ctx leaves the
+// tiers admitting; the gate is asked only after a valid hello.
+func TestServeHandoverHello(t *testing.T) {
+	for _, tt := range []struct {
+		desc    string
+		say     string // what the peer sends, then it waits.
+		hangUp  bool   // the peer closes the channel after saying it.
+		refuse  bool   // the gate refuses.
+		cancel  bool   // ctx ends while the hello is awaited.
+		asked   bool   // the gate is asked.
+		wantErr error
+	}{
+		{desc: "silent", wantErr: os.ErrDeadlineExceeded},
+		{desc: "hangs up", hangUp: true, wantErr: ErrSuccessorGone},
+		{desc: "half a hello", say: `{"kind":"hel`, wantErr: ErrHandoverProtocol},
+		{desc: "wrong hello", say: `{"kind":"hello","version":"sluice-handover/0"}` + "\n", wantErr: ErrHandoverProtocol},
+		{desc: "refused", say: `{"kind":"hello","version":"` + HandoverVersion + `"}` + "\n", refuse: true, asked: true,
+			wantErr: ErrHandoverRefused},
+		{desc: "router stops", cancel: true, wantErr: context.Canceled},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			old := handoverRouter(t, handoverTiers(false, "gpu0"))
+			a, b := net.Pipe()
+			defer func() { _ = b.Close() }()
+			// The deadline the silent cases run into; the others end long
+			// before it.
+			deadline := 50 * time.Millisecond
+			if tt.cancel {
+				deadline = failSafe
+			}
+			_ = a.SetReadDeadline(time.Now().Add(deadline))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			asked := make(chan struct{}, 1)
+			done := make(chan error, 1)
+			go func() {
+				done <- old.ServeHandover(ctx, a, HandoverGate{Hello: func() bool { asked <- struct{}{}; return !tt.refuse }})
+			}()
+			if tt.say != "" {
+				if _, err := io.WriteString(b, tt.say); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.hangUp {
+				_ = b.Close()
+			}
+			if tt.cancel {
+				cancel()
+			}
+			if err := wait(t, done, "ServeHandover"); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("ServeHandover = %v, want %v", err, tt.wantErr)
+			}
+			if got := len(asked) == 1; got != tt.asked {
+				t.Fatalf("gate asked: %v, want %v", got, tt.asked)
+			}
+			admit(t, old, "ns/llama").Release()
 		})
 	}
 }
