@@ -47,9 +47,12 @@ FROM ${BASE_IMAGE} AS base
 ARG SOURCE=https://github.com/sluice-dev/sluice
 LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.vendor=sluice
-# 65532 is distroless' nonroot user; scratch has no user database, so the
-# numeric form works on both.
-USER 65532:65532
+# 47813 is sluice's own uid and gid (docs/INSTALL.md#the-images-user): not
+# distroless' generic nonroot 65532, which many images share, since the
+# kernel lets any socket of the router's uid join its ports and connect to
+# its handover channel. Neither base image needs a user database for a
+# numeric user.
+USER 47813:47813
 
 # Each run stage labels its version after copying its binary: the copy
 # changes with every version and revision, so no builder can reuse a cached

@@ -29,8 +29,8 @@ import (
 // the suite's (root in CI), so that the kernel reports another uid for it.
 const foreignUID = 65534
 
-// The environment of TestHandoverPeerProcess, which the tests run as a
-// child process of another uid.
+// The environment of the peer process (runPeer), which the tests run as
+// a child process of another uid.
 const (
 	// peerModeEnv is the child's part: "successor" or "predecessor".
 	peerModeEnv = "SLUICE_TEST_HANDOVER_PEER"
@@ -42,22 +42,31 @@ const (
 	peerSnapshot = `{"kind":"snapshot","counts":[{"tier":"ns/llama","member":"gpu0","count":4}]}`
 )
 
-// TestHandoverPeerProcess is not a test: it is the process of another uid
-// the tests below start from this binary. As a "successor" it connects to
-// the channel, sends a valid hello and prints the first line it gets back,
-// or "closed"; as a "predecessor" it holds the channel's name, prints
+// TestMain runs the tests, or, when the environment names a part
+// (peerModeEnv), is the peer process of another uid the tests below start
+// from this binary (runPeer).
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(peerModeEnv); mode != "" {
+		if err := runPeer(mode, os.Getenv(peerNameEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runPeer is the peer process. As a "successor" it connects to the
+// channel name, sends a valid hello and prints the first line it gets
+// back, or "closed"; as a "predecessor" it holds the name, prints
 // "listening", and answers every hello with peerSnapshot. It ends when its
 // standard input closes.
-func TestHandoverPeerProcess(t *testing.T) {
-	mode, name := os.Getenv(peerModeEnv), os.Getenv(peerNameEnv)
-	if mode == "" {
-		t.Skip("the peer process of TestSuccessionRefusesForeignSuccessor and TestRunRefusesForeignPredecessor")
-	}
+func runPeer(mode, name string) error {
 	switch mode {
 	case "successor":
 		conn, err := dialHandover(context.Background(), name)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		_, _ = io.WriteString(conn, `{"kind":"hello","version":"`+router.HandoverVersion+`"}`+"\n")
 		_ = conn.SetReadDeadline(time.Now().Add(failSafe))
@@ -69,7 +78,7 @@ func TestHandoverPeerProcess(t *testing.T) {
 	case "predecessor":
 		ln, err := listenHandover(name)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		fmt.Println("listening")
 		go func() {
@@ -85,11 +94,14 @@ func TestHandoverPeerProcess(t *testing.T) {
 				}()
 			}
 		}()
+	default:
+		return fmt.Errorf("unknown peer mode %q", mode)
 	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
 }
 
-// foreignPeer runs TestHandoverPeerProcess in mode on the channel name as
+// foreignPeer runs the peer process (runPeer) in mode on the channel name as
 // uid and gid foreignUID, and returns its output; it ends when the test
 // does. It needs root (which CI has) to change uid.
 func foreignPeer(t *testing.T, mode, name string) *bufio.Reader {
@@ -120,7 +132,7 @@ func foreignPeer(t *testing.T, mode, name string) *bufio.Reader {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*failSafe)
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestHandoverPeerProcess$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, bin)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), peerModeEnv+"="+mode, peerNameEnv+"="+name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: foreignUID, Gid: foreignUID}}
@@ -132,14 +144,17 @@ func foreignPeer(t *testing.T, mode, name string) *bufio.Reader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = io.Discard
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = stdin.Close()
-		_ = cmd.Wait()
+		if err := cmd.Wait(); err != nil {
+			t.Logf("the peer process: %v; its stderr: %s", err, stderr.String())
+		}
 		cancel()
 	})
 	return bufio.NewReader(stdout)

@@ -1,7 +1,7 @@
 //go:build images
 
 // Package images runs the container images `make images-offline` builds the
-// way a cluster runs them: as user 65532, with a read-only root filesystem,
+// way a cluster runs them: as user 47813, with a read-only root filesystem,
 // no capabilities and no privilege escalation. The router image serves a
 // streaming request from the enginesim image, the manager image accepts a
 // ReplicaTier on a real API server, and each image prints the version and
@@ -47,7 +47,7 @@ var (
 // manifests set in the pod and container securityContext.
 var unprivileged = []string{
 	"--network", "host", "--read-only", "--cap-drop", "ALL",
-	"--security-opt", "no-new-privileges", "--user", "65532:65532",
+	"--security-opt", "no-new-privileges", "--user", "47813:47813",
 }
 
 // failSafe bounds every wait; a test that needs it has failed.
@@ -182,7 +182,7 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestImageConfig: every image runs as 65532 by default and carries the
+// TestImageConfig: every image runs as 47813 by default and carries the
 // OCI labels of its source, version and revision.
 func TestImageConfig(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), failSafe)
@@ -199,8 +199,8 @@ func TestImageConfig(t *testing.T) {
 			t.Fatalf("inspect %s: %v", image, err)
 		}
 		c := inspected[0].Config
-		if c.User != "65532:65532" {
-			t.Errorf("%s: user %q, want 65532:65532", image, c.User)
+		if c.User != "47813:47813" {
+			t.Errorf("%s: user %q, want 47813:47813", image, c.User)
 		}
 		if len(c.Entrypoint) != 1 {
 			t.Errorf("%s: entrypoint %q, want the program alone", image, c.Entrypoint)
