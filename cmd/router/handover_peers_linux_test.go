@@ -121,7 +121,7 @@ func foreignPeer(t *testing.T, mode, name string) *bufio.Reader {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	bin := filepath.Join(dir, "peer.test")
-	b, err := os.ReadFile(self)
+	b, err := os.ReadFile(self) //nolint:gosec // This test binary.
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func foreignPeer(t *testing.T, mode, name string) *bufio.Reader {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*failSafe)
-	cmd := exec.CommandContext(ctx, bin)
+	cmd := exec.CommandContext(ctx, bin) //nolint:gosec // A copy of this test binary.
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), peerModeEnv+"="+mode, peerNameEnv+"="+name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: foreignUID, Gid: foreignUID}}
