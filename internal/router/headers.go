@@ -11,9 +11,10 @@ import (
 // hopByHopHeaders are the request headers that describe the client's
 // connection to the router, not the request: RFC 9110 §7.6.1 and the
 // headers net/http's ReverseProxy drops (RFC 2616 §13.5.1, Proxy-Connection
-// and Upgrade). Every header a Connection header names is dropped too. TE
-// is not here: ReverseProxy drops it and sends "TE: trailers" only when the
-// client's TE named trailers.
+// and Upgrade). Every header a Connection header names is dropped too,
+// except TE, which a client sending it must name there (RFC 9110 §10.1.4):
+// TE is left to ReverseProxy, which drops it and sends "TE: trailers" only
+// when the client's TE named trailers.
 var hopByHopHeaders = []string{
 	"Connection",
 	"Proxy-Connection",
@@ -35,8 +36,8 @@ var hopByHopHeaders = []string{
 func dropHopByHop(h http.Header) {
 	for _, v := range h["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {
-			if name = textproto.TrimString(name); name != "" {
-				delete(h, http.CanonicalHeaderKey(name))
+			if name = http.CanonicalHeaderKey(textproto.TrimString(name)); name != "" && name != "Te" {
+				delete(h, name)
 			}
 		}
 	}

@@ -168,7 +168,8 @@ func TestForwardedTarget(t *testing.T) {
 // (Connection: Upgrade, Upgrade), which ReverseProxy alone would forward.
 // A request asking for an upgrade is served as a plain request, even one
 // whose Upgrade value ReverseProxy would refuse as a protocol error. TE
-// reaches the engine as "trailers" only when the client's named trailers.
+// reaches the engine as "trailers" only when the client's named trailers,
+// whether or not Connection names TE, as RFC 9110 §10.1.4 asks it to.
 func TestHopByHopRequestHeaders(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	url, got := recordingEngine(t, engineOK)
@@ -183,8 +184,10 @@ func TestHopByHopRequestHeaders(t *testing.T) {
 		{desc: "upgrade ReverseProxy refuses", headers: "Connection: upgrade\r\nUpgrade: \x80\r\n"},
 		{desc: "upgrade header alone", headers: "Upgrade: h2c\r\n"},
 		{desc: "hop-by-hop", headers: "Connection: X-Hop, TE\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\n" +
-			"Proxy-Authorization: Basic Zm9vOmJhcg==\r\nTE: trailers\r\nTrailer: X-Checksum\r\n"},
-		{desc: "TE trailers", headers: "TE: gzip, trailers\r\n", wantTE: "trailers"},
+			"Proxy-Authorization: Basic Zm9vOmJhcg==\r\nTE: trailers\r\nTrailer: X-Checksum\r\n", wantTE: "trailers"},
+		{desc: "TE trailers", headers: "Connection: TE\r\nTE: gzip, trailers\r\n", wantTE: "trailers"},
+		{desc: "TE trailers, no Connection", headers: "TE: trailers\r\n", wantTE: "trailers"},
+		{desc: "TE without trailers", headers: "Connection: TE\r\nTE: gzip\r\n"},
 	}
 	dropped := []string{"Connection", "Upgrade", "Http2-Settings", "X-Hop", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Trailer"}
 	for _, tt := range tests {
