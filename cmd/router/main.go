@@ -442,7 +442,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 		}
 		grace.Stop()
 	}
-	shutdown(logger, front, adminSrv, cfg.shutdownTimeout, hurry)
+	shutdown(hurry, logger, front, adminSrv, cfg.shutdownTimeout)
 	endHandover()
 	succ.stop()
 	cancel()
@@ -574,7 +574,7 @@ func (l panicLog) Write(p []byte) (int, error) {
 // which cancelled every request), it waits at most hurriedShutdownTimeout
 // more for their handlers to return, and does not wait for the admin
 // server.
-func shutdown(logger *slog.Logger, front, adminSrv *http.Server, timeout time.Duration, hurry context.Context) {
+func shutdown(hurry context.Context, logger *slog.Logger, front, adminSrv *http.Server, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(hurry, timeout)
 	defer cancel()
 	err := front.Shutdown(ctx)
@@ -584,7 +584,11 @@ func shutdown(logger *slog.Logger, front, adminSrv *http.Server, timeout time.Du
 		err = front.Shutdown(hctx)
 	}
 	if err != nil {
-		logger.Warn("in-flight requests outlived the shutdown timeout; closing them")
+		why := "in-flight requests outlived the shutdown timeout; closing them"
+		if hurry.Err() != nil {
+			why = "in-flight requests outlived the second signal's wait; closing them"
+		}
+		logger.Warn(why)
 		_ = front.Close()
 	}
 	actx, acancel := context.WithTimeout(hurry, adminShutdownTimeout)

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,6 +135,92 @@ func TestRunSecondSignalEndsTheDrain(t *testing.T) {
 				t.Fatalf("request lines %v, want one admitted stream ended client_gone", lines)
 			}
 		})
+	}
+}
+
+// Bounds of floodEngine.
+const (
+	// maxFloodChunks bounds the chunks floodEngine writes to one request.
+	maxFloodChunks = 1 << 16
+	// stallProbe is how long one of floodEngine's writes may block before
+	// it takes the router for stalled: the router stops reading a stream
+	// only while its write to the client blocks, and a router that is
+	// merely slow on a loaded machine reads well within it.
+	stallProbe = 2 * time.Second
+)
+
+// floodEngine is a fake engine streaming 32 KiB chunks to each chat
+// request, each write with a stallProbe deadline (a kernel timer), until
+// one does not complete: then stalled gets a value and the engine ends the
+// response.
+func floodEngine(t *testing.T, stalled chan<- struct{}, probed chan struct{}) *httptest.Server {
+	t.Helper()
+	chunk := strings.Repeat("x", 32<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
+			select {
+			case probed <- struct{}{}:
+			default:
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for range maxFloodChunks {
+			if err := rc.SetWriteDeadline(time.Now().Add(stallProbe)); err != nil {
+				return
+			}
+			_, err := io.WriteString(w, "data: "+chunk+"\n\n")
+			if err == nil {
+				err = rc.Flush()
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				stalled <- struct{}{}
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestRunSecondSignalClosesStalledClients: a stream whose client stopped
+// reading blocks its handler in a write, which no cancellation ends; after
+// a second signal the router waits at most hurriedShutdownTimeout for it,
+// then closes its connection, and run returns.
+func TestRunSecondSignalClosesStalledClients(t *testing.T) {
+	stalled, probed := make(chan struct{}, 1), make(chan struct{}, 1)
+	up := floodEngine(t, stalled, probed)
+	dir, keys := writeConfig(t, up.URL)
+	p := launch(t, "--tiers-dir", dir, "--node-name", "node-a", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--api-keys-file", keys, "--shutdown-grace", "0s", "--shutdown-timeout", "50s")
+	waitReady(t, p.started, probed)
+	c, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", p.started.front.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	body := `{"model":"llama","stream":true}`
+	// The client sends its request and never reads.
+	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nAuthorization: Bearer secret\r\n"+
+		"Content-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stalled:
+	case <-time.After(failSafe):
+		t.Fatal("the router did not stall on the client")
+	}
+	p.cancel()
+	<-p.started.notReady
+	p.hurry()
+	p.stopped(t)
+	if logs := p.logs.String(); !strings.Contains(logs, "outlived the second signal's wait") {
+		t.Errorf("no log line for the stalled client's close: %s", logs)
 	}
 }
 
