@@ -66,7 +66,7 @@ func recordingEngine(t *testing.T, head string) (string, <-chan engineRequest) {
 
 // rawExchange sends request, written as given, on a new connection to addr
 // and reads the response whole.
-func rawExchange(t *testing.T, addr, request string) (*http.Response, []byte) {
+func rawExchange(t *testing.T, addr, request string) (reply, []byte) {
 	t.Helper()
 	c, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", addr)
 	if err != nil {
@@ -88,7 +88,7 @@ func rawExchange(t *testing.T, addr, request string) (*http.Response, []byte) {
 	if err != nil {
 		t.Fatalf("reading the response body: %v", err)
 	}
-	return resp, body
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, body
 }
 
 // rawPost is a POST of body to target with the extra header lines (each
