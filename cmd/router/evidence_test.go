@@ -103,7 +103,9 @@ spec:
 	defer cancel()
 	started, result := make(chan startedRouter, 1), make(chan error, 1)
 	logs := &syncBuffer{}
-	go func() { result <- run(ctx, args, io.Discard, logs, func(s startedRouter) { started <- s }) }()
+	go func() {
+		result <- run(ctx, context.Background(), args, io.Discard, logs, func(s startedRouter) { started <- s })
+	}()
 	var s startedRouter
 	select {
 	case s = <-started:

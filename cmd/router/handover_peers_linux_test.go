@@ -451,7 +451,7 @@ func TestRunRefusesForeignListener(t *testing.T) {
 			defer cancel()
 			result := make(chan error, 1)
 			go func() {
-				result <- run(ctx, []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", front, "--admin-listen", admin,
+				result <- run(ctx, context.Background(), []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", front, "--admin-listen", admin,
 					"--api-keys-file", keys, "--shutdown-grace", "0s"}, io.Discard, io.Discard, func(startedRouter) { t.Error("the router started") })
 			}()
 			err = waitFor(t, result, "run to return")

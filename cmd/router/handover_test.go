@@ -67,6 +67,7 @@ type routerProcess struct {
 	started startedRouter
 	result  chan error
 	cancel  context.CancelFunc // SIGTERM.
+	hurry   context.CancelFunc // a second SIGTERM.
 	logs    *syncBuffer
 }
 
@@ -74,9 +75,11 @@ type routerProcess struct {
 func launch(t *testing.T, args ...string) routerProcess {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := routerProcess{result: make(chan error, 1), cancel: cancel, logs: &syncBuffer{}}
+	hurry, hurryUp := context.WithCancel(context.Background())
+	t.Cleanup(hurryUp)
+	p := routerProcess{result: make(chan error, 1), cancel: cancel, hurry: hurryUp, logs: &syncBuffer{}}
 	started := make(chan startedRouter, 1)
-	go func() { p.result <- run(ctx, args, io.Discard, p.logs, func(s startedRouter) { started <- s }) }()
+	go func() { p.result <- run(ctx, hurry, args, io.Discard, p.logs, func(s startedRouter) { started <- s }) }()
 	t.Cleanup(cancel)
 	select {
 	case p.started = <-started:
@@ -363,7 +366,7 @@ func TestRunNotReadyUntilFrontDoorListens(t *testing.T) {
 	defer cancel()
 	started, result := make(chan startedRouter, 1), make(chan error, 1)
 	go func() {
-		result <- run(ctx, []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", front,
+		result <- run(ctx, context.Background(), []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", front,
 			"--admin-listen", placeholder.Addr().String(), "--api-keys-file", keys, "--shutdown-grace", "0s"},
 			io.Discard, io.Discard, func(s startedRouter) { started <- s })
 	}()

@@ -73,7 +73,7 @@ func TestRunWithoutAnySource(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("KUBECONFIG", "")
 	skipIfHomeKubeconfig(t)
-	err := run(context.Background(), []string{"--node-name", "n", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, io.Discard, io.Discard, nil)
+	err := run(context.Background(), context.Background(), []string{"--node-name", "n", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, io.Discard, io.Discard, nil)
 	if !errors.Is(err, errNoKubeconfig) {
 		t.Fatalf("run = %v, want errNoKubeconfig", err)
 	}

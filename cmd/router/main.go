@@ -81,6 +81,13 @@ const (
 	// adminShutdownTimeout bounds the admin server's shutdown, after the
 	// front door's: a pending drain call gets this long to answer.
 	adminShutdownTimeout = 5 * time.Second
+	// hurriedShutdownTimeout bounds the wait, after a second signal
+	// cancelled every in-flight request, for their handlers to release
+	// their leases and return: a cancelled exchange ends as soon as its
+	// member read is aborted, in microseconds; only a handler blocked
+	// writing to a client that does not read needs its connection closed,
+	// which the router does after this bound.
+	hurriedShutdownTimeout = time.Second
 )
 
 // config is the parsed command line.
@@ -103,6 +110,7 @@ type config struct {
 	decisionLogFile   string
 	shutdownTimeout   time.Duration
 	shutdownGrace     time.Duration
+	passEngineHeaders []string
 	logLevel          slog.Level
 	showVersion       bool
 	kube              kubeFlags
@@ -158,6 +166,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.decisionLogFile, "decision-log-file", "", "JSONL file the decision records are appended to (rotated at 64 MiB, one previous file kept as FILE.1); none means memory only")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish after SIGTERM and the grace")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", defaultShutdownGrace, "how long the router keeps accepting after SIGTERM, telling clients to reconnect, so they move to the router replacing it")
+	passHeaders := fs.String("pass-engine-headers", "", "engine response headers to let through, comma-separated, of those the router strips: "+
+		strings.Join(router.StrippedEngineHeaders(), ", ")+" (default none)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and revision and exit")
 	c.kube.register(fs)
@@ -169,6 +179,11 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if c.showVersion {
 		return c, nil
 	}
+	headers, err := router.ParsePassEngineHeaders(*passHeaders)
+	if err != nil {
+		return config{}, fmt.Errorf("--pass-engine-headers: %w", err)
+	}
+	c.passEngineHeaders = headers
 	c.defaultListeners()
 	switch {
 	case fs.NArg() > 0:
@@ -198,9 +213,12 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	drain, hurry, stop := twoSignals(sigs)
+	err := run(drain, hurry, os.Args[1:], os.Stdout, os.Stderr, nil)
 	stop()
+	signal.Stop(sigs)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "router:", err)
 		os.Exit(1)
@@ -225,8 +243,10 @@ const keyReloadBuffer = 16
 // fails until the front door listens); the front door opens once the first
 // snapshot is applied and every member was probed once, so that a router
 // replacing another takes connections only when it can serve them.
+// hurry ends at a second SIGTERM: the drain then ends at once, in-flight
+// requests are cancelled and run returns (docs/ROUTER.md#8-shutdown).
 // started, when set (tests), is called once both listeners are up.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, started func(startedRouter)) error {
+func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, started func(startedRouter)) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -284,6 +304,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		MaxBodyBytes:         cfg.maxBodyBytes,
 		MaxBufferedBodyBytes: cfg.maxBufferedBodies,
 		Logger:               logger,
+		PassEngineHeaders:    cfg.passEngineHeaders,
 		AccessLog:            cfg.accessLog,
 		Recorder:             obs.recorder(),
 		Intervals:            obs.requests,
@@ -313,6 +334,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, obs.requests, rt, s) }, stopReports)
 	front := newServer(logger, succ.handler(rt, &draining), cfg.bodyReadTimeout)
 	adminSrv := newServer(logger, handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
+	// Every front-door request's context ends with requests: a second
+	// signal cancels them all.
+	requests, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
+	front.BaseContext = func(net.Listener) context.Context { return requests }
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -395,6 +421,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	} else {
 		logger.Info("shutting down", "grace", cfg.shutdownGrace, "timeout", cfg.shutdownTimeout)
 	}
+	stopHurry := context.AfterFunc(hurry, func() {
+		logger.Warn("second signal: ending the drain now, in-flight requests are closed")
+		endRequests()
+	})
+	defer stopHurry()
 	admin.NotReady()
 	// The router replacing this one owns the node's status from now on.
 	stopReports()
@@ -406,11 +437,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		grace := time.NewTimer(cfg.shutdownGrace)
 		select {
 		case <-grace.C:
+		case <-hurry.Done():
 		case runErr = <-failed:
 		}
 		grace.Stop()
 	}
-	shutdown(logger, front, adminSrv, cfg.shutdownTimeout)
+	shutdown(hurry, logger, front, adminSrv, cfg.shutdownTimeout)
 	endHandover()
 	succ.stop()
 	cancel()
@@ -538,15 +570,28 @@ func (l panicLog) Write(p []byte) (int, error) {
 
 // shutdown stops accepting, lets in-flight requests finish until the
 // timeout, then closes what remains (its leases are released as the
-// handlers see their clients gone).
-func shutdown(logger *slog.Logger, front, adminSrv *http.Server, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+// handlers see their clients gone). When hurry ends (a second signal,
+// which cancelled every request), it waits at most hurriedShutdownTimeout
+// more for their handlers to return, and does not wait for the admin
+// server.
+func shutdown(hurry context.Context, logger *slog.Logger, front, adminSrv *http.Server, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(hurry, timeout)
 	defer cancel()
-	if err := front.Shutdown(ctx); err != nil {
-		logger.Warn("in-flight requests outlived the shutdown timeout; closing them")
+	err := front.Shutdown(ctx)
+	if err != nil && hurry.Err() != nil {
+		hctx, hcancel := context.WithTimeout(context.Background(), hurriedShutdownTimeout)
+		defer hcancel()
+		err = front.Shutdown(hctx)
+	}
+	if err != nil {
+		why := "in-flight requests outlived the shutdown timeout; closing them"
+		if hurry.Err() != nil {
+			why = "in-flight requests outlived the second signal's wait; closing them"
+		}
+		logger.Warn(why)
 		_ = front.Close()
 	}
-	actx, acancel := context.WithTimeout(context.Background(), adminShutdownTimeout)
+	actx, acancel := context.WithTimeout(hurry, adminShutdownTimeout)
 	defer acancel()
 	if err := adminSrv.Shutdown(actx); err != nil {
 		_ = adminSrv.Close()

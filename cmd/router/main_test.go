@@ -305,7 +305,7 @@ func TestRunFailsFast(t *testing.T) {
 		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--listen", "256.0.0.1:1", "--admin-listen", "127.0.0.1:0"}, "front door listener"},
 		{[]string{"--tiers-dir", t.TempDir(), "--node-name", "n", "--admin-listen", "256.0.0.1:1"}, "admin listener"},
 	} {
-		err := run(context.Background(), tt.args, io.Discard, io.Discard, nil)
+		err := run(context.Background(), context.Background(), tt.args, io.Discard, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.wantErr)
 		}
@@ -317,7 +317,7 @@ func TestRunFailsFast(t *testing.T) {
 func TestVersion(t *testing.T) {
 	t.Setenv("NODE_NAME", "")
 	var out strings.Builder
-	if err := run(context.Background(), []string{"--version"}, &out, io.Discard, nil); err != nil {
+	if err := run(context.Background(), context.Background(), []string{"--version"}, &out, io.Discard, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := out.String(), version.String("router")+"\n"; got != want {

@@ -12,6 +12,9 @@ var (
 	// without keys, with too many keys or with a key that is too long or
 	// contains a space.
 	ErrInvalidKeys = errors.New("router: invalid key file")
+	// ErrPassEngineHeader is returned by ParsePassEngineHeaders for a name
+	// that is not a header name or not a header the router strips.
+	ErrPassEngineHeader = errors.New("router: invalid engine header to pass")
 	// ErrInvalidTier is recorded on the admin API for a tier the router could
 	// not apply; it keeps serving the tier's previous configuration, if any.
 	ErrInvalidTier = errors.New("router: tier cannot be applied")

@@ -124,6 +124,9 @@ func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
 	out.ContentLength = int64(len(ex.body))
 	out.TransferEncoding = nil
 	out.GetBody = nil
+	// The client's connection headers go now, upgrade included; net/http's
+	// server read what it needs of them when it read the request.
+	dropHopByHop(out.Header)
 	ex.reply = heldReply{w: w}
 	returned := false
 	defer func() {

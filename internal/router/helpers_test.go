@@ -287,6 +287,7 @@ type fixtureOptions struct {
 	tracer       trace.TracerProvider // Options.TracerProvider.
 	clock        clock.PassiveClock   // Options.Clock.
 	intervals    IntervalRecorder     // Options.Intervals.
+	passHeaders  []string             // Options.PassEngineHeaders.
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -313,6 +314,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		Clock:                o.clock,
 		Intervals:            o.intervals,
 		TracerProvider:       o.tracer,
+		PassEngineHeaders:    o.passHeaders,
 		Logger:               slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -481,26 +480,29 @@ func (c *memberConn) abort() { _ = c.raw.SetDeadline(aLongTimeAgo) }
 func (c *memberConn) close() { _ = c.conn.Close() }
 
 // writeRequest sends r's request line and headers for route followed by
-// body, in one write, and returns how many bytes the connection took. r's headers are sent as they are (ReverseProxy
-// already removed hop-by-hop and forwarding headers) except Host and
-// Content-Length, which the client writes itself, Expect (the router
-// already holds the body) and an empty User-Agent (ReverseProxy's way of
-// asking for none).
+// body, in one write, and returns how many bytes the connection took. The
+// request target is r.URL's path, escaped, and query (rewrite set both),
+// never r.RequestURI, the client's raw target. r's headers are sent as they
+// are (hop-by-hop and forwarding headers were removed before) except Host,
+// Content-Length and Transfer-Encoding, which the client writes itself,
+// Connection and Upgrade (the router asks no engine to switch protocols),
+// Expect (the router already holds the body) and an empty User-Agent
+// (ReverseProxy's way of asking for none).
 func (c *memberConn) writeRequest(r *http.Request, route *memberRoute, body []byte) (int64, error) {
-	uri := r.RequestURI
-	if !strings.HasPrefix(uri, "/") {
-		uri = r.URL.RequestURI()
-	}
 	h := c.head[:0]
 	h = append(h, r.Method...)
 	h = append(h, ' ')
-	h = append(h, uri...)
+	h = append(h, r.URL.EscapedPath()...)
+	if r.URL.RawQuery != "" {
+		h = append(h, '?')
+		h = append(h, r.URL.RawQuery...)
+	}
 	h = append(h, " HTTP/1.1\r\nHost: "...)
 	h = append(h, route.host...)
 	h = append(h, "\r\n"...)
 	for k, vv := range r.Header {
 		switch k {
-		case "Host", "Content-Length", "Expect":
+		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Expect":
 			continue
 		case "User-Agent":
 			if len(vv) == 1 && vv[0] == "" {

@@ -95,7 +95,7 @@ func TestMemberHeaders(t *testing.T) {
 	}
 	s := <-got
 	if s.uri != pathChatCompletions+"?api-version=1&x=%2F" {
-		t.Errorf("member got request target %q, want path and query unchanged", s.uri)
+		t.Errorf("member got request target %q, want the route and the query as parsed and re-encoded", s.uri)
 	}
 	for _, k := range []string{"X-Hop", "Keep-Alive", "Proxy-Connection", "Upgrade", "Forwarded",
 		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Expect"} {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 )
 
 // The response headers the router sets.
@@ -72,15 +73,26 @@ func (copyBuffers) Put(b []byte) {
 	}
 }
 
-// rewrite points the outgoing request at the leased member. The path and
-// query are forwarded unchanged; ReverseProxy has already dropped hop-by-hop
-// and forwarding headers, and adds none. A traced request carries its span's
-// traceparent (and tracestate) instead of the caller's.
+// rewrite points the outgoing request at the leased member. The path is
+// the route ServeHTTP matched, in its decoded form (one of the route
+// constants), never the client's raw target: RawPath and RequestURI are
+// cleared, so "/v1%2Fchat%2Fcompletions" goes out as
+// "/v1/chat/completions". The query goes out re-encoded from the pairs it
+// parses into (ReverseProxy has already dropped those that do not parse).
+// The client's hop-by-hop headers were dropped before the proxy
+// (dropHopByHop), ReverseProxy has dropped forwarding headers, and it adds
+// none. A traced request carries its span's traceparent (and tracestate)
+// instead of the caller's.
 func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 	ex := exchangeOf(pr.In.Context())
 	out := pr.Out
 	out.URL.Scheme = ex.route.scheme
 	out.URL.Host = ex.route.host
+	out.URL.Path, out.URL.RawPath, out.RequestURI = pr.In.URL.Path, "", ""
+	if out.URL.RawQuery != "" {
+		q, _ := url.ParseQuery(out.URL.RawQuery) // the pairs that parse; the error names the first that does not.
+		out.URL.RawQuery = q.Encode()
+	}
 	out.Host = ""
 	out.GetBody = nil // never rewindable.
 	out.Header[headerRequestID] = ex.idHeader
@@ -93,8 +105,10 @@ func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // modifyResponse runs when the member's response headers arrive: it reports
-// them to the exchange and removes the member's values of the router's own
-// headers, which are already on the client's response.
+// them to the exchange, removes the member's values of the router's own
+// headers, which are already on the client's response, and the engine
+// headers the router strips (Router.stripHeaders). ReverseProxy has already
+// dropped the response's hop-by-hop headers.
 func modifyResponse(resp *http.Response) error {
 	h := resp.Header
 	ex := exchangeOf(resp.Request.Context())
@@ -105,6 +119,9 @@ func modifyResponse(resp *http.Response) error {
 	delete(h, headerRequestID)
 	delete(h, headerTier)
 	delete(h, headerMember)
+	for _, name := range ex.rt.stripHeaders {
+		delete(h, name)
+	}
 	return nil
 }
 

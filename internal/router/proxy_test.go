@@ -87,7 +87,7 @@ func TestNoRetryWithIdempotencyKey(t *testing.T) {
 }
 
 // TestForwardedRequest proves what reaches the member: the body with only
-// its model replaced by the served model, path and query unchanged, the router's request id, and the router's API key
+// its model replaced by the served model, the route's path, the router's request id, and the router's API key
 // stripped.
 func TestForwardedRequest(t *testing.T) {
 	keys, _ := ParseKeys([]byte("router-key\n"))

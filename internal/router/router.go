@@ -100,6 +100,11 @@ type Options struct {
 	// upstream request carries (docs/OPERATIONS.md#tracing). Nil means no
 	// tracing: no span is started and no header added.
 	TracerProvider trace.TracerProvider
+	// PassEngineHeaders names engine response headers to let through that
+	// the router strips by default (StrippedEngineHeaders), canonical forms
+	// as ParsePassEngineHeaders returns them (--pass-engine-headers). Nil
+	// strips them all; a name the router does not strip has no effect.
+	PassEngineHeaders []string
 	// HostAddrs returns this host's addresses. Apply reads it when a tier
 	// with memberLocality SameHost names a member whose endpoint host is not
 	// loopback, at most once per snapshot; such a member must have one of
@@ -127,6 +132,9 @@ type Router struct {
 	ids        *idGenerator
 	proxy      *httputil.ReverseProxy
 	tracer     trace.Tracer // nil unless Options.TracerProvider is set.
+	// stripHeaders are the engine response headers removed from every
+	// response (strippedEngineHeaders less Options.PassEngineHeaders).
+	stripHeaders []string
 
 	table   atomic.Pointer[table] // read lock-free by every request.
 	applyMu sync.Mutex            // serializes Apply.
@@ -162,6 +170,8 @@ func New(opts Options) *Router {
 		ids:        newIDGenerator(),
 		hostAddrs:  opts.HostAddrs,
 		tracer:     newTracer(opts.TracerProvider),
+
+		stripHeaders: engineHeadersToStrip(opts.PassEngineHeaders),
 	}
 	if rt.hostAddrs == nil {
 		rt.hostAddrs = InterfaceAddrs

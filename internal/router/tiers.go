@@ -60,7 +60,7 @@ type memberRoute struct {
 
 // newMemberRoute returns the route of member id at endpoint u, an absolute
 // http or https URL. Its path, query and user info are not used: requests
-// keep their own path and query.
+// go to the path of their route, with their query normalised (rewrite).
 func newMemberRoute(id string, u *url.URL) memberRoute {
 	port := u.Port()
 	if port == "" {
