@@ -124,7 +124,7 @@ func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
 	out.ContentLength = int64(len(ex.body))
 	out.TransferEncoding = nil
 	out.GetBody = nil
-	ex.reply = heldReply{w: w}
+	ex.reply = heldReply{w: w, progress: newWriteProgress(w, ex.idleTimeout)}
 	returned := false
 	defer func() {
 		var p any

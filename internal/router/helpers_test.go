@@ -287,6 +287,7 @@ type fixtureOptions struct {
 	tracer       trace.TracerProvider // Options.TracerProvider.
 	clock        clock.PassiveClock   // Options.Clock.
 	intervals    IntervalRecorder     // Options.Intervals.
+	authed       func(*http.Request)  // Options.Authenticated.
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -306,6 +307,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		Rechecker:            f.ready,
 		Pressure:             f.pressure,
 		Keys:                 o.keys,
+		Authenticated:        o.authed,
 		MaxBodyBytes:         o.maxBody,
 		MaxBufferedBodyBytes: o.maxBuffered,
 		TLSConfig:            o.tls,
