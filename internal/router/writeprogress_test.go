@@ -17,12 +17,16 @@ import (
 // is admitted only once their leases were released.
 const stalledClients = 2
 
-// stalledEventBytes is the size of the events the endless member writes.
-const stalledEventBytes = 1 << 10
+// stalledEventBytes is the size of the events the endless member writes:
+// one of them fills the client's small receive buffer and the router's send
+// buffer, so the router blocks on the client within the first events and
+// never waits for the member, whose goroutine a loaded machine may not run
+// for a while.
+const stalledEventBytes = 64 << 10
 
 // maxStalledEvents bounds the endless member's stream (64 MiB), far more
 // than loopback sockets buffer.
-const maxStalledEvents = 1 << 16
+const maxStalledEvents = 1 << 10
 
 // shortStream is the whole reply of the request made after the stalled
 // ones.
@@ -74,7 +78,7 @@ func TestClientThatStopsReadingReleasesLease(t *testing.T) {
 			}
 		}
 	})
-	const idle = 300 * time.Millisecond
+	const idle = 500 * time.Millisecond
 	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
 		[]memberSpec{{"gpu0", gpu0.srv.URL, stalledClients}}, timeouts(5*time.Second, idle)))
 
