@@ -38,6 +38,12 @@ const (
 	benchNode = "bench"
 	// benchNamespace is every tier's namespace.
 	benchNamespace = "bench"
+	// benchMaxConnections is the router's --max-connections and
+	// --max-unauthenticated-connections: the 5000-stream scenario opens
+	// 5000 connections at once, above the router's defaults (4096, and
+	// 1024 before their first request), which are sized for the
+	// DaemonSet's memory limit (docs/CONFIGURATION.md#11-connection-limits).
+	benchMaxConnections = "6000"
 )
 
 // tierSpec is one ReplicaTier the harness writes for the router.
@@ -109,6 +115,8 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 		// No handover grace: no second router takes over, and stopGrace
 		// is shorter than the default grace.
 		"--shutdown-grace", "0s",
+		"--max-connections", benchMaxConnections,
+		"--max-unauthenticated-connections", benchMaxConnections,
 		// Profiles for the overhead scenario's breakdown; they are served on
 		// the admin listener only, behind the token.
 		"--admin-token-file", tokenFile,

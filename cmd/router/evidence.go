@@ -59,8 +59,9 @@ func (o *observability) recorder() router.Recorder {
 }
 
 // register adds GET /metrics (open) and the /admin/v1/decisions routes
-// (authenticated) to the admin handler.
-func (o *observability) register(admin *router.Admin, rt *router.Router) {
+// (authenticated) to the admin handler; the metrics include conns, the
+// front door's connection counts.
+func (o *observability) register(admin *router.Admin, rt *router.Router, conns *telemetry.ConnectionCollector) {
 	var drops telemetry.SinkDropSource
 	if o.sink != nil {
 		drops = o.sink
@@ -71,6 +72,7 @@ func (o *observability) register(admin *router.Admin, rt *router.Router) {
 		o.fetches,
 		telemetry.NewDecisionLogCollector(drops, o.log),
 		telemetry.NewBodyBufferCollector(rt),
+		conns,
 		version.BuildInfo(),
 		// The Go runtime and process metrics (go_goroutines,
 		// process_resident_memory_bytes, ...) carry no per-request labels.

@@ -102,6 +102,8 @@ type config struct {
 	adminTokenFile    string
 	maxBodyBytes      int64
 	maxBufferedBodies int64
+	maxConns          int
+	maxUnauthConns    int
 	enablePprof       bool
 	accessLog         bool
 	bodyReadTimeout   time.Duration
@@ -161,6 +163,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.accessLog, "access-log", false, "log every request's line at INFO (without it, only failed exchanges are logged at WARN, the rest at DEBUG)")
 	fs.Int64Var(&c.maxBufferedBodies, "max-buffered-body-bytes", router.DefaultMaxBufferedBodyBytes,
 		"request body bytes held at once, all requests together (503 body_buffer_exhausted above); more than twice --max-body-bytes")
+	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConnections,
+		"front door connections open at once; over it the oldest unauthenticated one is closed, or the new one when all are authenticated")
+	fs.IntVar(&c.maxUnauthConns, "max-unauthenticated-connections", defaultMaxUnauthenticated,
+		"front door connections open at once that have not carried an authenticated request; over it the oldest is closed")
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", defaultBodyReadTimeout, "how long a request's headers and body may take to arrive (400 after)")
 	fs.IntVar(&c.decisionLogSize, "decision-log-size", defaultDecisionLogSize, "decision records kept in memory for /admin/v1/decisions (0 keeps none)")
 	fs.StringVar(&c.decisionLogFile, "decision-log-file", "", "JSONL file the decision records are appended to (rotated at 64 MiB, one previous file kept as FILE.1); none means memory only")
@@ -202,6 +208,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("--shutdown-timeout must be positive")
 	case c.shutdownGrace < 0 || c.shutdownGrace > maxShutdownGrace:
 		return config{}, fmt.Errorf("--shutdown-grace must be within 0..%v", maxShutdownGrace)
+	case c.maxConns < 1 || c.maxConns > maxConnectionLimit:
+		return config{}, fmt.Errorf("--max-connections must be within 1..%d", maxConnectionLimit)
+	case c.maxUnauthConns < 1 || c.maxUnauthConns > c.maxConns:
+		return config{}, errors.New("--max-unauthenticated-connections must be within 1..--max-connections")
 	case c.bodyReadTimeout <= 0:
 		return config{}, errors.New("--body-read-timeout must be positive")
 	case c.keysPoll < router.MinKeyPollInterval || c.keysPoll > router.MaxKeyPollInterval:
@@ -291,6 +301,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	samples := pressure.New(pressure.Options{Collector: obs.collector()})
 	defer samples.Close()
 	var succ *succession
+	conns := newConnLimits(cfg.maxConns, cfg.maxUnauthConns)
 	rt := router.New(router.Options{
 		Readiness:         probes,
 		Rechecker:         probes,
@@ -301,6 +312,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 		HandedOver:           func(w http.ResponseWriter, r *http.Request) { succ.forwardRequest(w, r) },
 		Pressure:             samples,
 		Keys:                 keys,
+		Authenticated:        conns.authenticated,
 		MaxBodyBytes:         cfg.maxBodyBytes,
 		MaxBufferedBodyBytes: cfg.maxBufferedBodies,
 		Logger:               logger,
@@ -312,7 +324,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	})
 	defer rt.Close()
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
-	obs.register(admin, rt)
+	obs.register(admin, rt, telemetry.NewConnectionCollector(conns.counts))
 	if cfg.enablePprof {
 		registerPprof(admin)
 	}
@@ -333,6 +345,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	}
 	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, obs.requests, rt, s) }, stopReports)
 	front := newServer(logger, succ.handler(rt, &draining), cfg.bodyReadTimeout)
+	conns.limit(front)
 	adminSrv := newServer(logger, handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
 	// Every front-door request's context ends with requests: a second
 	// signal cancels them all.
@@ -401,7 +414,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 			runErr = fmt.Errorf("front door listener: %w", err)
 			break
 		}
-		spawn("front door", func() error { return front.Serve(frontLn) })
+		spawn("front door", func() error { return front.Serve(conns.listener(frontLn)) })
 		succ.start(handoverCtx, frontLn.Addr().String())
 		serving.Store(true)
 		logger.Info("router started", "node", cfg.nodeName, "listen", frontLn.Addr().String(), "admin_listen", adminLn.Addr().String())

@@ -53,13 +53,17 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "extra"}, wantErr: "unexpected arguments"},
 		{args: []string{"--bogus"}, wantErr: "flag provided but not defined"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--log-level", "LOUD"}, wantErr: "log-level"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-connections", "0"}, wantErr: "--max-connections"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-connections", "2000000"}, wantErr: "--max-connections"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-unauthenticated-connections", "0"}, wantErr: "--max-unauthenticated-connections"},
+		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-connections", "8", "--max-unauthenticated-connections", "9"}, wantErr: "--max-unauthenticated-connections"},
 	} {
 		var out bytes.Buffer
 		c, err := parseFlags(tt.args, &out)
 		if tt.wantErr == "" {
 			if err != nil || c.maxBodyBytes != 16<<20 || c.maxBufferedBodies != 64<<20 || c.decisionLogSize != 4096 ||
 				c.shutdownGrace != 5*time.Second || c.bodyReadTimeout != time.Minute || c.keysPoll != 5*time.Second ||
-				c.memberIdleTimeout != router.DefaultMemberIdleTimeout {
+				c.memberIdleTimeout != router.DefaultMemberIdleTimeout || c.maxConns != 4096 || c.maxUnauthConns != 1024 {
 				t.Errorf("%v: %+v, %v", tt.args, c, err)
 			}
 			continue

@@ -174,6 +174,7 @@ type frontDoor struct {
 // ServeHTTP serves r through the router, or forwards or refuses it.
 func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	closeWhenDraining(w, f.draining)
+	closeWhenChunked(w, r)
 	if f.s.local(w, r) {
 		f.next.ServeHTTP(w, r)
 	}

@@ -12,6 +12,22 @@ type apiError struct {
 	status int
 	code   string
 	body   []byte // the encoded error object, computed once.
+	// closes says the response ends the client's connection (closesConnection).
+	closes bool
+}
+
+// closesConnection reports whether an error of status ends the client's
+// connection ("Connection: close"): 401, 404, 405 and 413 answer a client
+// that has no key, asks for what is not there, or sent a body that was not
+// read. A client that has not proven a key, or that probes routes, gets no
+// keep-alive connection to hold (docs/CONFIGURATION.md#11-connection-limits);
+// a 413's unread body would otherwise be parsed as the next request.
+func closesConnection(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge:
+		return true
+	}
+	return false
 }
 
 // The error types of the OpenAI error object the router uses.
@@ -35,7 +51,7 @@ func newAPIError(status int, typ, code, message string) *apiError {
 	if err != nil {
 		panic(err) // unreachable: three strings always encode.
 	}
-	return &apiError{status: status, code: code, body: append(body, '\n')}
+	return &apiError{status: status, code: code, body: append(body, '\n'), closes: closesConnection(status)}
 }
 
 // The errors of the front door and of the admin API. Their codes are part of
@@ -86,6 +102,10 @@ var (
 // momentary, and one second matches the pressure refresh period.
 var retryAfter = []string{"1"}
 
+// connectionClose is the Connection header of a response that ends the
+// client's connection; shared, never appended to.
+var connectionClose = []string{"close"}
+
 // write sends e. Headers already set on w (request id, tier, member) stay.
 func (e *apiError) write(w http.ResponseWriter) {
 	h := w.Header()
@@ -93,6 +113,9 @@ func (e *apiError) write(w http.ResponseWriter) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	if e.status == http.StatusServiceUnavailable {
 		h["Retry-After"] = retryAfter
+	}
+	if e.closes {
+		h["Connection"] = connectionClose
 	}
 	w.WriteHeader(e.status)
 	_, _ = w.Write(e.body)

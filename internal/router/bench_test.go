@@ -3,9 +3,11 @@ package router
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -111,16 +113,31 @@ func BenchmarkProxyStream(b *testing.B) {
 	}
 }
 
+// benchConnKey is the context key of a benchmark connection's
+// authenticated flag.
+type benchConnKey struct{}
+
 // benchFront serves a RoundRobin tier of two members at memberURL through a
 // router and returns its front door and a client keeping up to idle
-// connections; both are closed when the benchmark ends.
+// connections; both are closed when the benchmark ends. Its server keeps a
+// per-connection authenticated flag that the router's Authenticated
+// callback sets, as cmd/router's connection limits do: a context lookup
+// and an atomic load per request.
 func benchFront(b *testing.B, memberURL string, idle int) (*httptest.Server, *http.Client) {
 	b.Helper()
-	rt := New(Options{})
+	rt := New(Options{Authenticated: func(r *http.Request) {
+		if a, _ := r.Context().Value(benchConnKey{}).(*atomic.Bool); a != nil && !a.Load() {
+			a.Store(true)
+		}
+	}})
 	b.Cleanup(rt.Close)
 	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "RoundRobin",
 		[]memberSpec{{"gpu0", memberURL, 0}, {"gpu1", memberURL, 0}})))
-	front := httptest.NewServer(rt)
+	front := httptest.NewUnstartedServer(rt)
+	front.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, benchConnKey{}, new(atomic.Bool))
+	}
+	front.Start()
 	b.Cleanup(front.Close)
 	transport := &http.Transport{MaxIdleConnsPerHost: idle, DisableCompression: true}
 	b.Cleanup(transport.CloseIdleConnections)

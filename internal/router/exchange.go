@@ -127,7 +127,7 @@ func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
 	// The client's connection headers go now, upgrade included; net/http's
 	// server read what it needs of them when it read the request.
 	dropHopByHop(out.Header)
-	ex.reply = heldReply{w: w}
+	ex.reply = heldReply{w: w, progress: newWriteProgress(w, ex.idleTimeout)}
 	returned := false
 	defer func() {
 		var p any

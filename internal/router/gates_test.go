@@ -82,6 +82,10 @@ func TestGates(t *testing.T) {
 			if resp.StatusCode == 405 && resp.Header.Get("Allow") != http.MethodPost {
 				t.Errorf("Allow = %q, want POST", resp.Header.Get("Allow"))
 			}
+			// 401, 404, 405 and 413 end the connection; a 400 keeps it.
+			if wantClose := tt.wantStatus != http.StatusBadRequest; resp.Close != wantClose {
+				t.Errorf("Connection: close = %v, want %v", resp.Close, wantClose)
+			}
 			if resp.StatusCode == 401 && resp.Header.Get("WWW-Authenticate") != "Bearer" {
 				t.Errorf("WWW-Authenticate = %q", resp.Header.Get("WWW-Authenticate"))
 			}

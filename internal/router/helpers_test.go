@@ -288,6 +288,7 @@ type fixtureOptions struct {
 	clock        clock.PassiveClock   // Options.Clock.
 	intervals    IntervalRecorder     // Options.Intervals.
 	passHeaders  []string             // Options.PassEngineHeaders.
+	authed       func(*http.Request)  // Options.Authenticated.
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -307,6 +308,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		Rechecker:            f.ready,
 		Pressure:             f.pressure,
 		Keys:                 o.keys,
+		Authenticated:        o.authed,
 		MaxBodyBytes:         o.maxBody,
 		MaxBufferedBodyBytes: o.maxBuffered,
 		TLSConfig:            o.tls,

@@ -150,6 +150,8 @@ type heldReply struct {
 	w         http.ResponseWriter
 	status    int  // the held status; 0 until the proxy wrote the head.
 	committed bool // the head went to w.
+	// progress bounds each write to w (writeProgress).
+	progress writeProgress
 }
 
 // Header returns the response's header map.
@@ -180,6 +182,7 @@ func (r *heldReply) commit() {
 // Write sends the head, then p.
 func (r *heldReply) Write(p []byte) (int, error) {
 	r.commit()
+	r.progress.progress()
 	return r.w.Write(p)
 }
 
@@ -188,6 +191,7 @@ func (r *heldReply) Write(p []byte) (int, error) {
 // frame less under the head's write (docs/ROUTER.md#9-performance).
 func (r *heldReply) FlushError() error {
 	r.commit()
+	r.progress.progress()
 	if f, ok := r.w.(interface{ FlushError() error }); ok {
 		return f.FlushError()
 	}

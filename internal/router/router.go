@@ -58,6 +58,12 @@ type Options struct {
 	Pressure PressureView
 	// Keys are the API keys of the inference routes. Nil means open.
 	Keys *Keys
+	// Authenticated is called with every request that passed the API key
+	// check (with Keys nil, every request reaching it), before its body is
+	// read; cmd/router marks the request's connection authenticated
+	// (docs/CONFIGURATION.md#11-connection-limits). It runs on the request
+	// path and must return at once. Nil calls nothing.
+	Authenticated func(*http.Request)
 	// MaxBodyBytes bounds a request body. Zero or negative means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -121,6 +127,7 @@ type Router struct {
 	handedOver func(http.ResponseWriter, *http.Request)
 	pressure   PressureView
 	keys       *Keys
+	authed     func(*http.Request) // Options.Authenticated; nil calls nothing.
 	maxBody    int64
 	bodies     *bodyBudget
 	log        *slog.Logger
@@ -161,6 +168,7 @@ func New(opts Options) *Router {
 		handedOver: opts.HandedOver,
 		pressure:   opts.Pressure,
 		keys:       opts.Keys,
+		authed:     opts.Authenticated,
 		maxBody:    opts.MaxBodyBytes,
 		log:        opts.Logger,
 		accessLog:  slog.LevelDebug,
@@ -264,6 +272,9 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 		errUnauthorized.write(w)
 		return
 	}
+	if rt.authed != nil {
+		rt.authed(r)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(rt.table.Load().models)
 }
@@ -293,13 +304,15 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 		rt.refuse(w, &o, ResultRefused, errUnauthorized)
 		return nil
 	}
+	if rt.authed != nil {
+		rt.authed(r)
+	}
 	buf, err := readBody(r, rt.maxBody, rt.bodies)
 	if err != nil {
 		e := errBadRequest
 		switch {
 		case errors.Is(err, errBodyTooLarge):
-			e = errTooLarge
-			w.Header().Set("Connection", "close") // the rest of the body is not read.
+			e = errTooLarge // it closes the connection: the rest of the body is not read.
 		case errors.Is(err, errBodyBudget):
 			e = errBodyBufferExhausted
 			w.Header().Set("Connection", "close")

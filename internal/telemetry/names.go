@@ -28,6 +28,9 @@ const (
 	nameInterToken               = "sluice_inter_token_latency_seconds" //nolint:gosec // a metric name.
 	nameRequestDuration          = "sluice_request_duration_seconds"
 	nameTokens                   = "sluice_tokens_total" //nolint:gosec // a metric name.
+	nameFrontDoorConnections     = "sluice_front_door_connections"
+	nameFrontDoorUnauthenticated = "sluice_front_door_unauthenticated_connections"
+	nameFrontDoorClosed          = "sluice_front_door_connections_closed_total"
 )
 
 // The label names; no other label is used.
