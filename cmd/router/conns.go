@@ -29,6 +29,12 @@ const (
 	// maxConnectionLimit bounds both flags: a connection is a file
 	// descriptor, and no router serves a million.
 	maxConnectionLimit = 1 << 20
+	// maxAdminConnections bounds the admin listener's connections, which
+	// listens on every interface of the node too. Its clients are the
+	// kubelet's probes, a scraper or two, kubectl sluice and drain calls
+	// (each holding one connection for up to its timeout): a few dozen at
+	// most. 256 of them, at about 20 KiB each, hold 5 MiB.
+	maxAdminConnections = 256
 )
 
 // connLimits bounds the front door's open connections and, among them,
@@ -53,6 +59,9 @@ const (
 // at accept, authentication and close.
 type connLimits struct {
 	max, maxUnauth int
+	// keepIdle keeps an unauthenticated connection that went idle open
+	// (newAdminConnLimits).
+	keepIdle bool
 
 	mu sync.Mutex
 	// open counts the tracked connections; unauth those of them in the
@@ -67,6 +76,17 @@ type connLimits struct {
 // unauthenticated.
 func newConnLimits(maxConns, maxUnauth int) *connLimits {
 	return &connLimits{max: maxConns, maxUnauth: maxUnauth}
+}
+
+// newAdminConnLimits returns the admin listener's limits: at most
+// maxAdminConnections, none of which ever authenticates (the admin token
+// is checked per request, and probes and scrapes carry none), so a new
+// connection over the bound closes the oldest. Idle connections stay open
+// for keep-alive, as net/http's idle timeout allows: a flood of them
+// pushes out only the oldest, and a client that keeps a connection in use
+// keeps it.
+func newAdminConnLimits() *connLimits {
+	return &connLimits{max: maxAdminConnections, maxUnauth: maxAdminConnections, keepIdle: true}
 }
 
 // trackedConn is a front door connection as net/http sees it.
@@ -215,7 +235,7 @@ func (l *connLimits) connState(c net.Conn, state http.ConnState) {
 	}
 	switch state {
 	case http.StateIdle:
-		if !tc.authed.Load() {
+		if !l.keepIdle && !tc.authed.Load() {
 			_ = tc.Conn.Close()
 		}
 	case http.StateClosed, http.StateHijacked:

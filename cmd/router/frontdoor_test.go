@@ -217,3 +217,34 @@ func TestRunClosesAfterChunkedRequest(t *testing.T) {
 			resp.StatusCode, got, resp.Close, rest, err)
 	}
 }
+
+// TestRunAdminConnectionsBounded: the admin listener, open on every
+// interface of a node like the front door, holds at most
+// maxAdminConnections; one more pushes out the oldest, and the probes
+// still get their answer on a new connection while the others stay open.
+func TestRunAdminConnectionsBounded(t *testing.T) {
+	finish, arrived, probed := make(chan struct{}), make(chan struct{}, 4), make(chan struct{}, 1)
+	defer close(finish)
+	up := engine(t, finish, arrived, probed)
+	s, _, cancel, _ := startRouter(t, up.URL)
+	defer cancel()
+
+	silent := make([]net.Conn, maxAdminConnections)
+	for i := range silent {
+		silent[i] = dialFront(t, s.admin)
+	}
+	dialFront(t, s.admin)
+	waitClosed(t, silent[0], "the oldest admin connection, one over the bound")
+	stillOpen(t, silent[1], "the second oldest admin connection")
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+s.admin.String()+"/readyz", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz during the flood: %d", resp.StatusCode)
+	}
+	waitClosed(t, silent[1], "the second oldest admin connection, when the probe arrived")
+	stillOpen(t, silent[len(silent)-1], "the newest silent admin connection")
+}

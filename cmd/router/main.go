@@ -347,6 +347,8 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	front := newServer(logger, succ.handler(rt, &draining), cfg.bodyReadTimeout)
 	conns.limit(front)
 	adminSrv := newServer(logger, handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
+	adminConns := newAdminConnLimits()
+	adminConns.limit(adminSrv)
 	// Every front-door request's context ends with requests: a second
 	// signal cancels them all.
 	requests, endRequests := context.WithCancel(context.Background())
@@ -373,7 +375,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 			}
 		}()
 	}
-	spawn("admin", func() error { return adminSrv.Serve(adminLn) })
+	spawn("admin", func() error { return adminSrv.Serve(adminConns.listener(adminLn)) })
 	spawn("readiness", func() error { return probes.Run(runCtx) })
 	reloads := make(chan router.KeyReload, keyReloadBuffer)
 	for _, w := range []struct {
