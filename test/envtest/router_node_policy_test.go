@@ -39,8 +39,9 @@ const (
 // the policy's name. When the spec ends it removes them and waits until
 // allowed, a write by the router's impersonated identity (which names no
 // node), passes again, so that no other spec meets the policy. Both should
-// be dry runs: they pass admission but store nothing.
-func installNodePolicy(ctx context.Context, probe, allowed func() error) {
+// be dry runs: they pass admission but store nothing. Each gets the context
+// of its own wait (the spec's ends before the cleanup runs).
+func installNodePolicy(ctx context.Context, probe, allowed func(context.Context) error) {
 	GinkgoHelper()
 	var objs []*unstructured.Unstructured
 	for _, u := range renderKustomization("router") {
@@ -58,10 +59,10 @@ func installNodePolicy(ctx context.Context, probe, allowed func() error) {
 			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, u.DeepCopy()))).To(Succeed())
 		}
 		// The API server drops the policy a moment after it is deleted.
-		Eventually(allowed).WithContext(ctx).Should(Succeed())
+		Eventually(allowed).WithContext(ctx).WithTimeout(eventuallyTimeout).Should(Succeed())
 	})
 	// ...and enforces it a moment after it is created.
-	Eventually(probe).WithContext(ctx).Should(MatchError(ContainSubstring("ValidatingAdmissionPolicy '" + nodePolicy + "'")))
+	Eventually(probe).WithContext(ctx).WithTimeout(eventuallyTimeout).Should(MatchError(ContainSubstring("ValidatingAdmissionPolicy '" + nodePolicy + "'")))
 }
 
 // routerPodToken creates Node node and a Pod of the router's ServiceAccount
@@ -163,8 +164,8 @@ var _ = Describe("the router's own-node policy (config/router/node_policy.yaml)"
 		imp, err := client.New(impersonated, client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
 		installNodePolicy(ctx,
-			func() error { return dryRunApply(ctx, routerA, nodeA, tierB) },
-			func() error { return dryRunApply(ctx, imp, nodeA, tierA) })
+			func(ctx context.Context) error { return dryRunApply(ctx, routerA, nodeA, tierB) },
+			func(ctx context.Context) error { return dryRunApply(ctx, imp, nodeA, tierA) })
 
 		By("router A's forced apply of node B's status is denied, naming both nodes")
 		err = writerA.Write(ctx, nodeA, routerReport(tierB))
