@@ -20,8 +20,10 @@ const NodeNameField = "spec.nodeName"
 
 // NewTierListerWatcher returns the lister-watcher of the ReplicaTiers of
 // node in every namespace, with the field selector spec.nodeName=node on
-// every list and watch request. The router needs get, list and watch on
-// replicatiers for it, nothing more.
+// every list and watch request. The router needs list and watch on
+// replicatiers for it, nothing more. The selector is what the router asks
+// for, not a limit on its token: RBAC cannot grant a list for one field
+// selector (docs/KUBERNETES.md#the-router-writes-only-its-own-nodes-tiers).
 func NewTierListerWatcher(c client.WithWatch, node string) cache.ListerWatcherWithContext {
 	selector := fields.OneTermEqualSelector(NodeNameField, node).String()
 	return &cache.ListWatch{

@@ -98,13 +98,18 @@ var _ = Describe("the Helm chart (charts/sluice)", func() {
 			// accepts the chart's objects, not who owns their fields.
 			out := k.ok(ctx, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", manifest)
 			for _, kind := range []string{"customresourcedefinition", "deployment.apps/sluice-manager", "daemonset.apps/sluice-router",
-				"clusterrolebinding.rbac.authorization.k8s.io/sluice-router", "secret/sluice-router-admin-token"} {
+				"clusterrolebinding.rbac.authorization.k8s.io/sluice-router",
+				"validatingadmissionpolicy.admissionregistration.k8s.io/sluice-router-own-node",
+				"validatingadmissionpolicybinding.admissionregistration.k8s.io/sluice-router-own-node"} {
 				Expect(out).To(ContainSubstring(kind), name)
 			}
+			// helm template asks no cluster: only a given admin token
+			// renders its Secret.
+			Expect(strings.Contains(out, "secret/sluice-router-admin-token")).To(Equal(name == "every option"), name)
 		}
 	})
 
-	It("keeps the router Secrets' values found in the cluster (an upgrade), and generates the missing ones", func(ctx context.Context) {
+	It("keeps the router Secrets' values found in the cluster (an upgrade), generates the missing ones, and generates none without a cluster", func(ctx context.Context) {
 		h := newHelmRunner()
 		ns := newNamespace(ctx)
 		By("the API keys Secret of a first install")
@@ -128,9 +133,14 @@ var _ = Describe("the Helm chart (charts/sluice)", func() {
 		token := chartSecretData(manifest, "sluice-router-admin-token")["token"]
 		Expect(token).To(MatchRegexp(`^[A-Za-z0-9]{48}\n$`), "no admin token in the cluster: a random one")
 
-		By("without a cluster (helm template) the same values render a new random key")
-		manifest = h.template(ctx, "--set", "router.namespace="+ns, "--set", "router.createNamespace=false",
-			"--show-only", "templates/router-secrets.yaml")
-		Expect(chartSecretData(manifest, "sluice-router-api-keys")["keys"]).To(MatchRegexp(`^[A-Za-z0-9]{48}\n$`))
+		By("with existingSecret values the cluster is asked, and no Secret is rendered")
+		manifest = h.template(ctx, "--dry-run=server", "--take-ownership", "--set", "router.namespace="+ns,
+			"--set", "router.createNamespace=false", "--set", "router.apiKeys.existingSecret=my-keys",
+			"--set", "router.adminToken.existingSecret=my-token")
+		Expect(manifest).NotTo(ContainSubstring("kind: Secret"))
+
+		By("without a cluster (helm template) the same values render no Secret, so no random key")
+		manifest = h.template(ctx, "--set", "router.namespace="+ns, "--set", "router.createNamespace=false")
+		Expect(manifest).NotTo(ContainSubstring("kind: Secret"))
 	})
 })

@@ -90,6 +90,8 @@ var _ = Describe("rendered manifests (kustomize build config/default)", func() {
 			"ClusterRole/sluice-router",
 			"ClusterRoleBinding/sluice-router",
 			"Namespace/sluice-router",
+			"ValidatingAdmissionPolicy/sluice-router-own-node",
+			"ValidatingAdmissionPolicyBinding/sluice-router-own-node",
 		} {
 			Expect(kinds).To(HaveKey(want))
 		}

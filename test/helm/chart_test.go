@@ -4,12 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -78,25 +79,12 @@ func secretVolumes(p corev1.PodSpec) map[string]string {
 	return out
 }
 
-var randomKey = regexp.MustCompile(`^[A-Za-z0-9]{48}\n$`)
-
 func TestTemplateDefaults(t *testing.T) {
 	objs := template(t)
 
-	t.Run("router Secrets hold one random key each, new on each render without a cluster", func(t *testing.T) {
-		keys := secretValue(t, objs, "sluice-router", "sluice-router-api-keys", "keys")
-		token := secretValue(t, objs, "sluice-router", "sluice-router-admin-token", "token")
-		for _, v := range []string{keys, token} {
-			if !randomKey.MatchString(v) {
-				t.Errorf("generated value %q is not 48 alphanumerics and a newline", v)
-			}
-		}
-		if keys == token {
-			t.Error("the API key and the admin token are the same")
-		}
-		again := template(t)
-		if secretValue(t, again, "sluice-router", "sluice-router-api-keys", "keys") == keys {
-			t.Error("two renders without a cluster generated the same API key")
+	t.Run("without a cluster no router Secret is rendered; the DaemonSet mounts the default Secrets", func(t *testing.T) {
+		if got := kinds(objs)["Secret"]; got != 0 {
+			t.Errorf("%d Secrets rendered without a cluster, want none: a random key would change on every render", got)
 		}
 		ds, _ := routerContainer(t, objs, "sluice-router")
 		if got := secretVolumes(ds.Spec.Template.Spec); !maps.Equal(got, map[string]string{ //nolint:gosec // Secret names, not credentials.
@@ -172,6 +160,76 @@ func TestTemplateDefaults(t *testing.T) {
 	})
 }
 
+// kinds counts the objects of each kind.
+func kinds(objs []*unstructured.Unstructured) map[string]int {
+	out := map[string]int{}
+	for _, u := range objs {
+		out[u.GetKind()]++
+	}
+	return out
+}
+
+// TestTemplateStable renders the chart twice without a cluster (as helm
+// template and GitOps tools do) and requires byte-identical output, with
+// the default values and with the router's Secrets named in existingSecret.
+// A render that generated keys would differ every time.
+func TestTemplateStable(t *testing.T) {
+	for name, extra := range map[string][]string{
+		"default values": nil,
+		"existing Secrets": {"--set", "router.apiKeys.existingSecret=my-router-keys",
+			"--set", "router.adminToken.existingSecret=my-admin-token"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"template", "sluice", chartDir, "-n", releaseNamespace, "--include-crds"}, extra...)
+			first, err := runHelm(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := runHelm(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first != second {
+				t.Errorf("two renders differ:\n%s", lineDiff(first, second))
+			}
+		})
+	}
+}
+
+// lineDiff lists the lines of a that b does not have at the same place.
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("line %d: %q != %q", i+1, x, y))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestTemplateExistingSecrets: with both existingSecret values set the chart
+// renders no Secret and the DaemonSet mounts the named ones.
+func TestTemplateExistingSecrets(t *testing.T) {
+	objs := template(t, "--set", "router.apiKeys.existingSecret=my-router-keys",
+		"--set", "router.adminToken.existingSecret=my-admin-token")
+	if got := kinds(objs)["Secret"]; got != 0 {
+		t.Errorf("%d Secrets rendered with both existingSecret values set, want none", got)
+	}
+	ds, _ := routerContainer(t, objs, "sluice-router")
+	if got := secretVolumes(ds.Spec.Template.Spec); !maps.Equal(got, map[string]string{ //nolint:gosec // Secret names, not credentials.
+		"api-keys": "my-router-keys", "admin-token": "my-admin-token"}) {
+		t.Errorf("router secret volumes = %v", got)
+	}
+}
+
 // TestTemplateAllOptions renders testdata/all-options.yaml and checks that
 // each value took effect.
 func TestTemplateAllOptions(t *testing.T) {
@@ -245,6 +303,11 @@ func TestTemplateAllOptions(t *testing.T) {
 		b := typed[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "", "sluice-router")
 		if want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "sluice-router", Namespace: routerNS}}; !slices.Equal(b.Subjects, want) {
 			t.Errorf("sluice-router binding subjects = %v", b.Subjects)
+		}
+		p := typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", "", "sluice-router-own-node")
+		if want := "request.userInfo.username == 'system:serviceaccount:" + routerNS + ":sluice-router'"; len(p.Spec.MatchConditions) != 1 ||
+			p.Spec.MatchConditions[0].Expression != want {
+			t.Errorf("own-node policy match conditions = %+v, want %s", p.Spec.MatchConditions, want)
 		}
 	})
 

@@ -18,11 +18,11 @@ import (
 )
 
 // chartOnly are the objects the chart renders and config/default does not,
-// and why. The default render has the Secrets only; the monitoring objects
-// are listed because they are optional, not compared.
+// and why; the default render has none of them. The router's Secrets are
+// rendered only against a cluster or with given keys (with kustomize the
+// operator creates them, kubectl create secret); the monitoring objects are
+// optional.
 var chartOnly = map[string]string{
-	"Secret/sluice-router/sluice-router-api-keys":         "with kustomize the operator creates it (kubectl create secret)",
-	"Secret/sluice-router/sluice-router-admin-token":      "with kustomize the operator creates it (kubectl create secret)",
 	"ServiceMonitor/sluice-system/sluice-manager-metrics": "optional: monitoring.serviceMonitor.enabled",
 	"ClusterRoleBinding//sluice-metrics-reader":           "optional: monitoring.prometheusServiceAccount",
 }

@@ -143,8 +143,9 @@ func (c *cluster) run(t *testing.T, args ...string) string {
 
 // serviceAccountKubeconfig writes a kubeconfig that acts as the
 // ServiceAccount namespace/name by impersonation, with the groups the API
-// server gives a ServiceAccount's token, and returns its path.
-func (c *cluster) serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
+// server gives a ServiceAccount's token and the user extras in extra (nil:
+// none), and returns its path.
+func (c *cluster) serviceAccountKubeconfig(t *testing.T, namespace, name string, extra map[string][]string) string {
 	t.Helper()
 	kc, err := clientcmd.LoadFromFile(c.adminKubeconfig)
 	if err != nil {
@@ -153,6 +154,7 @@ func (c *cluster) serviceAccountKubeconfig(t *testing.T, namespace, name string)
 	for _, ai := range kc.AuthInfos {
 		ai.Impersonate = serviceAccountUser(namespace, name)
 		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+		ai.ImpersonateUserExtra = extra
 	}
 	path := filepath.Join(c.dir, namespace+"-"+name+".kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {

@@ -248,7 +248,7 @@ func (in *installed) startPrograms(t, owner *testing.T, managerCtrs, routerCtrs 
 		"health-probe-bind-address": freeLoopbackAddr(t),
 	})
 	managerArgs = append(managerArgs,
-		"--kubeconfig="+c.serviceAccountKubeconfig(t, in.managerNS, in.managerSA),
+		"--kubeconfig="+c.serviceAccountKubeconfig(t, in.managerNS, in.managerSA, nil),
 		// Outside a pod the manager cannot read its namespace.
 		"--leader-election-namespace="+in.managerNS)
 	// The manager's ports are chosen here, not by the kernel at bind time:
@@ -265,7 +265,11 @@ func (in *installed) startPrograms(t, owner *testing.T, managerCtrs, routerCtrs 
 		"admin-token-file": token,
 	})
 	routerArgs = append(routerArgs,
-		"--kubeconfig="+c.serviceAccountKubeconfig(t, in.routerNS, in.routerSA),
+		// The router pod's projected token names its node, which the
+		// own-node admission policy of config/router requires of every
+		// status write; impersonation carries it as the same user extra.
+		"--kubeconfig="+c.serviceAccountKubeconfig(t, in.routerNS, in.routerSA,
+			map[string][]string{"authentication.kubernetes.io/node-name": {nodeName}}),
 		// The DaemonSet sets NODE_NAME from the downward API.
 		"--node-name="+nodeName)
 	var admin string

@@ -43,11 +43,23 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end }}
 
 {{/*
-The data of a generated Secret: (list $ name key given). given (the user's
+Whether the render can ask a cluster: Helm's lookup answers only under helm
+install and upgrade (and --dry-run=server); under helm template, client dry
+runs and tools that render with them (Argo CD among them) it finds nothing.
+Namespace kube-system exists in every cluster, so finding it tells the two
+apart. Generated keys are rendered only when a cluster answers, so a render
+without one is the same on every run (docs/HELM.md#3-the-routers-secrets).
+*/}}
+{{- define "sluice.clusterAnswers" -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" }}true{{ end -}}
+{{- end }}
+
+{{/*
+The data of a router Secret: (list $ name key given). given (the user's
 value) wins; otherwise the value already in the cluster, so that an upgrade
-keeps the key clients hold; otherwise a random one. lookup finds nothing
-under `helm template` and client-side dry runs, so those always show a
-random value.
+keeps the key clients hold; otherwise a random one, generated once, on the
+install. Callers render the Secret only when given is set or the cluster
+answers (sluice.clusterAnswers).
 */}}
 {{- define "sluice.secretValue" -}}
 {{- $ := index . 0 }}{{ $name := index . 1 }}{{ $key := index . 2 }}{{ $given := index . 3 -}}
