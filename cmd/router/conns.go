@@ -169,7 +169,7 @@ func (l *connLimits) admit(c net.Conn) *trackedConn {
 	l.mu.Unlock()
 	for _, v := range victims {
 		if v != nil {
-			_ = v.Conn.Close() // its serving goroutine's read fails, and it ends.
+			_ = v.Close() // its serving goroutine's read fails, and it ends.
 		}
 	}
 	return tc
@@ -236,7 +236,7 @@ func (l *connLimits) connState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateIdle:
 		if !l.keepIdle && !tc.authed.Load() {
-			_ = tc.Conn.Close()
+			_ = tc.Close()
 		}
 	case http.StateClosed, http.StateHijacked:
 		l.mu.Lock()

@@ -37,8 +37,8 @@ func (p *pipeConn) closed(t *testing.T) bool {
 
 // authenticate runs the router's callback on a request of p's connection.
 func authenticate(l *connLimits, p *pipeConn) {
-	r := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
-	l.authenticated(r.WithContext(l.connContext(context.Background(), p.tc)))
+	r := httptest.NewRequestWithContext(l.connContext(context.Background(), p.tc), http.MethodGet, "/v1/models", nil)
+	l.authenticated(r)
 }
 
 // TestConnLimits drives the limits step by step: a new connection over
@@ -148,8 +148,8 @@ func TestConnLimitsConcurrent(t *testing.T) {
 				}
 				if tc != nil {
 					if (w+i)%2 == 0 {
-						r := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
-						l.authenticated(r.WithContext(l.connContext(context.Background(), tc)))
+						r := httptest.NewRequestWithContext(l.connContext(context.Background(), tc), http.MethodGet, "/v1/models", nil)
+						l.authenticated(r)
 					}
 					l.connState(tc, http.StateClosed)
 				}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -37,7 +38,7 @@ const shortStream = "data: {\"id\":\"1\"}\n\ndata: [DONE]\n\n"
 // connection is closed when the test ends.
 func rawRequest(t *testing.T, addr string) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, failSafe)
+	conn, err := (&net.Dialer{Timeout: failSafe}).DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
