@@ -167,11 +167,14 @@ func (c *Cache) Run(ctx context.Context) error {
 	// probe is never lost.
 	ticker := c.clock.NewTicker(c.interval)
 	defer ticker.Stop()
+	// Every member is queued before the workers start: asked after, a
+	// member Reconfigure queued (RequestNew) could be probing already, and
+	// the request would probe it a second time at once.
+	c.polls.RequestAll()
 	if err := c.polls.Start(); err != nil {
 		return err
 	}
 	defer c.polls.Stop()
-	c.polls.RequestAll()
 	for {
 		select {
 		case <-ctx.Done():
