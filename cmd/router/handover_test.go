@@ -38,8 +38,7 @@ const (
 func fastEngine(t *testing.T, release <-chan struct{}, streaming chan<- struct{}) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
+		if servedModelList(w, r, nil) {
 			return
 		}
 		body, _ := io.ReadAll(r.Body)

@@ -97,6 +97,23 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+// servedModelList answers a fake engine's readiness probe: GET /v1/models
+// listing served/model, signalling probed (when set) without blocking. It
+// reports whether r was the probe.
+func servedModelList(w http.ResponseWriter, r *http.Request, probed chan<- struct{}) bool {
+	if r.URL.Path != "/v1/models" {
+		return false
+	}
+	_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
+	if probed != nil {
+		select {
+		case probed <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
 // engine is a fake engine serving its model list and holding streams until
 // finish is closed. probed is signalled (without blocking) on every
 // readiness probe: once one arrived, the member's prober runs and ProbeNow
@@ -104,12 +121,7 @@ func TestParseFlags(t *testing.T) {
 func engine(t *testing.T, finish, arrived, probed chan struct{}) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
-			select {
-			case probed <- struct{}{}:
-			default:
-			}
+		if servedModelList(w, r, probed) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -157,12 +157,7 @@ func floodEngine(t *testing.T, stalled chan<- struct{}, probed chan struct{}) *h
 	t.Helper()
 	chunk := strings.Repeat("x", 32<<10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
-			select {
-			case probed <- struct{}{}:
-			default:
-			}
+		if servedModelList(w, r, probed) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -239,12 +234,7 @@ func TestRunPassEngineHeaders(t *testing.T) {
 
 	probed := make(chan struct{}, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
-			select {
-			case probed <- struct{}{}:
-			default:
-			}
+		if servedModelList(w, r, probed) {
 			return
 		}
 		w.Header().Set("Server", "vllm/0.9")

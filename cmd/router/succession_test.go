@@ -38,8 +38,7 @@ func newCountingEngine(t *testing.T, release <-chan struct{}, streaming chan<- s
 	t.Helper()
 	e := &countingEngine{}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
+		if servedModelList(w, r, nil) {
 			return
 		}
 		e.mu.Lock()

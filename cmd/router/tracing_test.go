@@ -155,12 +155,7 @@ func TestRunExportsSpans(t *testing.T) {
 	traceparent := make(chan string, 1)
 	probed := make(chan struct{}, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"served/model","object":"model"}]}`)
-			select {
-			case probed <- struct{}{}:
-			default:
-			}
+		if servedModelList(w, r, probed) {
 			return
 		}
 		traceparent <- r.Header.Get("Traceparent")
