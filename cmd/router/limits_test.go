@@ -136,13 +136,7 @@ func TestRunStreamOutlivesBodyReadTimeout(t *testing.T) {
 	s, _, cancel, _ := startRouter(t, up.URL, "--body-read-timeout", testBodyReadTimeout)
 	defer cancel()
 	waitReady(t, s, probed)
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+s.front.String()+"/v1/chat/completions",
-		strings.NewReader(`{"model":"llama","stream":true}`))
-	req.Header.Set("Authorization", "Bearer secret")
-	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postChat(t, s.front, `{"model":"llama","stream":true}`)
 	defer func() { _ = resp.Body.Close() }()
 	<-arrived
 	if r := readRawResponse(t, slowBody(t, s.front.String(), nil)); r.status != http.StatusBadRequest {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -95,6 +96,21 @@ func TestParseFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
+}
+
+// postChat posts body to the front door at front's chat completions route
+// with the tests' key, on a client of its own, and returns the response;
+// the caller closes its body.
+func postChat(t *testing.T, front net.Addr, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+front.String()+"/v1/chat/completions",
+		strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // servedModelList answers a fake engine's readiness probe: GET /v1/models
@@ -233,14 +249,7 @@ func TestRunServesAndDrainsOnShutdown(t *testing.T) {
 		t.Fatalf("readyz = %d after the first snapshot", status)
 	}
 	waitReady(t, s, probed)
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+s.front.String()+"/v1/chat/completions",
-		strings.NewReader(`{"model":"llama","stream":true}`))
-	req.Header.Set("Authorization", "Bearer secret")
-	client := &http.Client{Transport: &http.Transport{}}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postChat(t, s.front, `{"model":"llama","stream":true}`)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Sluice-Member") != "gpu0" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
@@ -288,13 +297,7 @@ func TestRunShutdownTimeout(t *testing.T) {
 	s, result, cancel, _ := startRouter(t, up.URL, "--shutdown-timeout", "100ms")
 	defer cancel()
 	waitReady(t, s, probed)
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+s.front.String()+"/v1/chat/completions",
-		strings.NewReader(`{"model":"llama"}`))
-	req.Header.Set("Authorization", "Bearer secret")
-	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postChat(t, s.front, `{"model":"llama"}`)
 	defer func() { _ = resp.Body.Close() }()
 	<-arrived
 	cancel()

@@ -100,13 +100,7 @@ func TestRunSecondSignalEndsTheDrain(t *testing.T) {
 			p := launch(t, "--tiers-dir", dir, "--node-name", "node-a", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 				"--api-keys-file", keys, "--access-log", "--shutdown-grace", grace, "--shutdown-timeout", "50s")
 			waitReady(t, p.started, probed)
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+p.started.front.String()+"/v1/chat/completions",
-				strings.NewReader(`{"model":"llama","stream":true}`))
-			req.Header.Set("Authorization", "Bearer secret")
-			resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := postChat(t, p.started.front, `{"model":"llama","stream":true}`)
 			defer func() { _ = resp.Body.Close() }()
 			<-arrived
 
@@ -244,13 +238,7 @@ func TestRunPassEngineHeaders(t *testing.T) {
 	defer up.Close()
 	s, result, cancel, logs := startRouter(t, up.URL, "--pass-engine-headers", "server")
 	waitReady(t, s, probed)
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+s.front.String()+"/v1/chat/completions",
-		strings.NewReader(`{"model":"llama"}`))
-	req.Header.Set("Authorization", "Bearer secret")
-	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postChat(t, s.front, `{"model":"llama"}`)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	if got := resp.Header.Values("Server"); resp.StatusCode != http.StatusOK || !slices.Equal(got, []string{"vllm/0.9"}) {

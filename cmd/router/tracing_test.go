@@ -167,13 +167,7 @@ func TestRunExportsSpans(t *testing.T) {
 	defer cancel()
 	waitReady(t, s, probed)
 
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+s.front.String()+"/v1/chat/completions",
-		strings.NewReader(`{"model":"llama"}`))
-	req.Header.Set("Authorization", "Bearer secret")
-	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postChat(t, s.front, `{"model":"llama"}`)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
