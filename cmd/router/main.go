@@ -444,8 +444,10 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	admin.NotReady()
 	// The router replacing this one owns the node's status from now on.
 	stopReports()
-	close(notReady)
+	// Draining before notReady: whoever sees notReady closed must see every
+	// later response tell its client to close the connection.
 	draining.Store(true)
+	close(notReady)
 	if serving.Load() && runErr == nil && cfg.shutdownGrace > 0 {
 		// Keep accepting: a router replacing this one may not listen yet,
 		// and clients told to reconnect reach it once it does.
