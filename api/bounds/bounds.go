@@ -23,6 +23,17 @@ const (
 	// MaxNodeMembers bounds the members of all the tiers one router serves.
 	MaxNodeMembers = 256
 
+	// MaxQueueRequests bounds the requests one tier's admission queue holds
+	// (spec.queue.maxRequests): each waiter holds its request body and a
+	// connection, so the bound is a bound on memory.
+	MaxQueueRequests = 10000
+	// MinQueueWaitMillis and MaxQueueWaitMillis bound how long a request may
+	// wait in a tier's admission queue (spec.queue.maxWait), in
+	// milliseconds: below 10 ms a queue cannot outlast one release, above
+	// 10 minutes a client has long given up.
+	MinQueueWaitMillis = 10
+	MaxQueueWaitMillis = 10 * 60 * 1000
+
 	// MemberIDPattern is the grammar of a member id: lowercase ASCII
 	// letters, digits and inner dashes, at most MaxMemberIDLength bytes.
 	MemberIDPattern = `^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`

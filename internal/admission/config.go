@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/api/bounds"
 )
@@ -72,6 +73,50 @@ type Config struct {
 	MaxConcurrency int
 	// Members are the tier's members.
 	Members []MemberConfig
+	// Queue is the tier's admission queue; nil means none: a request the
+	// tier cannot admit is refused at once.
+	Queue *Queue
+}
+
+// Bounds of an admission queue, the bounds of the ReplicaTier API's
+// spec.queue.
+const (
+	// MaxQueueRequests is the largest Queue.MaxRequests.
+	MaxQueueRequests = bounds.MaxQueueRequests
+	// MinQueueWait and MaxQueueWait bound Queue.MaxWait.
+	MinQueueWait = bounds.MinQueueWaitMillis * time.Millisecond
+	MaxQueueWait = bounds.MaxQueueWaitMillis * time.Millisecond
+)
+
+// Queue is the admission queue of a tier (docs/ADMISSION-QUEUE.md): a request
+// the tier is too full to admit waits, holding no reservation, until a member
+// can admit it, its wait passes MaxWait or its client leaves.
+//
+// Rules: MaxRequests is 1..MaxQueueRequests; MaxWait is
+// MinQueueWait..MaxQueueWait; MaxRequestsPerTenant is 0 (no share of its
+// own) or 1..MaxRequests.
+type Queue struct {
+	// MaxRequests bounds the requests waiting in the tier, all tenants
+	// together.
+	MaxRequests int
+	// MaxWait bounds how long one request waits.
+	MaxWait time.Duration
+	// MaxRequestsPerTenant bounds the requests of one tenant waiting in the
+	// tier; zero means MaxRequests.
+	MaxRequestsPerTenant int
+}
+
+// validate checks q against the rules of Queue.
+func (q *Queue) validate() error {
+	switch {
+	case q.MaxRequests < 1 || q.MaxRequests > MaxQueueRequests:
+		return fmt.Errorf("%w: queue maxRequests %d outside 1..%d", ErrInvalidConfig, q.MaxRequests, MaxQueueRequests)
+	case q.MaxWait < MinQueueWait || q.MaxWait > MaxQueueWait:
+		return fmt.Errorf("%w: queue maxWait %v outside %v..%v", ErrInvalidConfig, q.MaxWait, MinQueueWait, MaxQueueWait)
+	case q.MaxRequestsPerTenant < 0 || q.MaxRequestsPerTenant > q.MaxRequests:
+		return fmt.Errorf("%w: queue maxRequestsPerTenant %d outside 0..maxRequests (%d)", ErrInvalidConfig, q.MaxRequestsPerTenant, q.MaxRequests)
+	}
+	return nil
 }
 
 // plan is a validated Config: members sorted by id, effective strategy and
@@ -81,6 +126,7 @@ type plan struct {
 	ceiling  int      // 0 = unbounded.
 	members  []MemberConfig
 	ids      []string
+	queue    Queue // zero MaxRequests: no queue.
 }
 
 // validate checks cfg against the rules of Config and returns its plan.
@@ -90,6 +136,15 @@ func (cfg Config) validate() (plan, error) {
 		return plan{}, fmt.Errorf("%w: %d members, want %d..%d", ErrInvalidConfig, n, MinMembers, MaxMembers)
 	}
 	p := plan{strategy: cfg.Strategy, members: slices.Clone(cfg.Members)}
+	if q := cfg.Queue; q != nil {
+		if err := q.validate(); err != nil {
+			return plan{}, err
+		}
+		p.queue = *q
+		if p.queue.MaxRequestsPerTenant == 0 {
+			p.queue.MaxRequestsPerTenant = q.MaxRequests
+		}
+	}
 	switch {
 	case n == 1 && p.strategy != "":
 		return plan{}, fmt.Errorf("%w: a strategy is forbidden on a direct tier", ErrInvalidConfig)

@@ -35,4 +35,14 @@ var (
 	// handed over already, and wrapped (together with ErrTierQuiesced) by
 	// Acquire on a tier whose admission is handed over.
 	ErrHandedOver = errors.New("admission: admission handed over")
+	// ErrQueueFull is returned by Wait when the tier cannot admit the request
+	// and its queue, or the tenant's share of it, is full; and to a waiter
+	// that a reconfiguration left beyond the queue's new bounds.
+	ErrQueueFull = errors.New("admission: queue full")
+	// ErrQueueTimeout is returned by Wait when the request waited the
+	// queue's MaxWait without being admitted.
+	ErrQueueTimeout = errors.New("admission: queue wait timed out")
+	// ErrClientGone is returned by Wait, together with the context's error,
+	// when the waiting request's context ended before it was admitted.
+	ErrClientGone = errors.New("admission: client gone while queued")
 )
