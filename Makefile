@@ -35,6 +35,7 @@ FUZZ_TARGETS := \
 	./internal/scheduler:FuzzNormalize:500000 \
 	./internal/scheduler:FuzzMalformedRank:300000 \
 	./internal/pressure:FuzzParse:200000 \
+	./internal/admission:FuzzQueue:10000 \
 	./internal/router:FuzzModelField:20000 \
 	./internal/router:FuzzRewriteModel:20000 \
 	./internal/sse:FuzzScanner:200000

@@ -1,8 +1,11 @@
 package admission_test
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
@@ -99,5 +102,106 @@ func BenchmarkAcquireReleaseTiers(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkWaitNoWait is BenchmarkAcquireRelease through Wait on a tier
+// with a queue that never fills: what a request that does not wait pays for
+// the queue being there.
+func BenchmarkWaitNoWait(b *testing.B) {
+	for _, strategy := range []admission.Strategy{admission.StrategyRoundRobin, admission.StrategyCapacity} {
+		b.Run(fmt.Sprintf("strategy=%s/members=16", strategy), func(b *testing.B) {
+			all := ids(16)
+			tier := newTier(b, admission.Config{Strategy: strategy, Members: members(64, all...),
+				Queue: &admission.Queue{MaxRequests: 100, MaxWait: time.Second}})
+			_, in := benchTier(b, strategy, 16)
+			who := admission.Tenant{Name: "t"}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				l, _, err := tier.Wait(ctx, in, who)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Release()
+			}
+		})
+	}
+}
+
+// BenchmarkQueuedHandoff measures one release handing its member to a
+// request waiting in the queue: the release, the dispatch that admits the
+// waiter and the waiter waking. One member with ceiling 1, one waiter at a
+// time.
+func BenchmarkQueuedHandoff(b *testing.B) {
+	tier := newTier(b, admission.Config{Members: members(1, "a"), Queue: &admission.Queue{MaxRequests: 1, MaxWait: admission.MaxQueueWait}})
+	queuedCh := make(chan struct{}, 1)
+	admission.OnQueued(tier, func() { queuedCh <- struct{}{} })
+	in := admission.Inputs{Ready: ready([]string{"a"})}
+	held, err := tier.Acquire(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	leases := make(chan *admission.Lease)
+	go func() {
+		for {
+			l, _, err := tier.Wait(context.Background(), in, admission.Tenant{})
+			if err != nil {
+				close(leases)
+				return
+			}
+			leases <- l
+		}
+	}()
+	b.ReportAllocs()
+	for b.Loop() {
+		<-queuedCh
+		held.Release()
+		held = <-leases
+	}
+	if err := tier.Quiesce(admission.TierScope(), "done"); err != nil {
+		b.Fatal(err)
+	}
+	held.Release()
+	for range leases {
+	}
+}
+
+// BenchmarkWaiterMemory reports the heap one waiting request holds in the
+// queue (its waiter, timer and wake channel; not its goroutine, which
+// serves the request whether it waits or not), from 1000 waiters at once.
+func BenchmarkWaiterMemory(b *testing.B) {
+	const n = 1000
+	for b.Loop() {
+		tier := newTier(b, admission.Config{Members: members(1, "a"), Queue: &admission.Queue{MaxRequests: n, MaxWait: admission.MaxQueueWait}})
+		queuedCh := make(chan struct{}, n)
+		admission.OnQueued(tier, func() { queuedCh <- struct{}{} })
+		in := admission.Inputs{Ready: ready([]string{"a"})}
+		held, err := tier.Acquire(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		done := make(chan struct{}, n)
+		for i := range n {
+			go func() {
+				_, _, _ = tier.Wait(ctx, in, admission.Tenant{Name: fmt.Sprint(i % 10)})
+				done <- struct{}{}
+			}()
+		}
+		for range n {
+			<-queuedCh
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		cancel()
+		for range n {
+			<-done
+		}
+		held.Release()
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/waiter")
 	}
 }

@@ -45,4 +45,8 @@ var (
 	// ErrClientGone is returned by Wait, together with the context's error,
 	// when the waiting request's context ended before it was admitted.
 	ErrClientGone = errors.New("admission: client gone while queued")
+	// ErrQueueHandedOver is wrapped, together with ErrTierQuiesced, in the
+	// refusal of a request that waited in a tier when the tier handed its
+	// admission over: it started waiting here and is refused, not moved.
+	ErrQueueHandedOver = errors.New("admission: admission handed over while queued")
 )

@@ -48,7 +48,9 @@ type Handover struct {
 // every later release and adoption is queued, so that the counts plus the
 // queued changes are always exactly the tier's counts. From then on
 // Acquire refuses with an error wrapping both ErrTierQuiesced and
-// ErrHandedOver, whatever the quiesce intent. Only one Handover can be
+// ErrHandedOver, whatever the quiesce intent, and every request waiting in
+// the tier's queue is refused at once with an error wrapping ErrTierQuiesced
+// and ErrQueueHandedOver. Only one Handover can be
 // active: a second call returns ErrHandedOver and changes nothing until
 // the first is Cancelled.
 //
@@ -65,6 +67,7 @@ func (t *Tier) HandOver(signal chan<- struct{}) (*Handover, []MemberCount, error
 	}
 	h := &Handover{tier: t, signal: signal}
 	t.handover = h
+	t.refuseAllLocked(errQueueHandedOverRefusal)
 	counts := make([]MemberCount, 0, len(t.members)+len(t.retired))
 	for _, m := range slices.Concat(t.members, t.retired) {
 		counts = append(counts, MemberCount{Member: m.id, Active: m.active})

@@ -9,7 +9,9 @@ import (
 
 // Quiesce stops new admissions for scope, recording reason (which must match
 // ValidReason). Quiescing an already quiesced scope replaces its reason.
-// Leases already held are untouched. It returns ErrInvalidReason or
+// Leases already held are untouched; requests waiting in the tier's queue
+// are refused with ErrTierQuiesced when the tier is quiesced, or with
+// ErrNoEligibleMember when no member is left to admit them. It returns ErrInvalidReason or
 // ErrUnknownMember, changing nothing, when the reason or member is invalid.
 //
 // Quiesce and Readmit are for callers that own one scope at a time (tests,
@@ -21,16 +23,22 @@ func (t *Tier) Quiesce(scope Scope, reason string) error {
 		return ErrInvalidReason
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if scope.IsTier() {
 		t.reason = reason
+		t.refuseAllLocked(ErrTierQuiesced)
+		t.mu.Unlock()
 		return nil
 	}
 	m := t.currentLocked(scope.Member)
 	if m == nil {
+		t.mu.Unlock()
 		return ErrUnknownMember
 	}
 	m.reason = reason
+	t.mu.Unlock()
+	// Requests waiting for a tier left with no member to admit them are
+	// refused now.
+	t.dispatchIfWaiting()
 	return nil
 }
 
@@ -40,19 +48,21 @@ func (t *Tier) Quiesce(scope Scope, reason string) error {
 // nothing, for a member outside the tier.
 func (t *Tier) Readmit(scope Scope) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if scope.IsTier() {
 		t.readmittedLocked(t.reason)
 		t.reason = ""
 	} else {
 		m := t.currentLocked(scope.Member)
 		if m == nil {
+			t.mu.Unlock()
 			return ErrUnknownMember
 		}
 		t.readmittedLocked(m.reason)
 		m.reason = ""
 	}
 	t.wakeLocked()
+	t.mu.Unlock()
+	t.dispatchIfWaiting()
 	return nil
 }
 
@@ -75,11 +85,13 @@ func (t *Tier) SetIntent(intent Intent) error {
 		return err
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if err := in.checkMembers(t.view.Load().ids); err != nil {
+		t.mu.Unlock()
 		return err
 	}
 	t.applyIntentLocked(in)
+	t.mu.Unlock()
+	t.dispatchIfWaiting()
 	return nil
 }
 
@@ -140,6 +152,9 @@ func (t *Tier) applyIntentLocked(in intentCopy) {
 		if m.reason == "" {
 			t.readmittedLocked(old)
 		}
+	}
+	if t.reason != "" {
+		t.refuseAllLocked(ErrTierQuiesced)
 	}
 	t.wakeLocked()
 }

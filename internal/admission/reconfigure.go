@@ -13,7 +13,11 @@ import (
 // zero; re-adding it before then resumes the same count). A lowered ceiling
 // only blocks new admissions. The cursor keeps pointing at the same member
 // when it is retained, and otherwise moves to the next retained member in id
-// order. Tier quiesce is unchanged. An invalid cfg returns an error wrapping
+// order. Tier quiesce is unchanged. A changed Queue takes effect at once:
+// requests waiting beyond its new bounds leave with ErrQueueFull (all of
+// them, with ErrTierFull, when the queue is removed), and the others'
+// deadlines follow its MaxWait; a member the change lets admit admits
+// waiting requests. An invalid cfg returns an error wrapping
 // ErrInvalidConfig and changes nothing.
 func (t *Tier) Reconfigure(cfg Config) error {
 	p, err := cfg.validate()
@@ -21,8 +25,9 @@ func (t *Tier) Reconfigure(cfg Config) error {
 		return err
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.reconfigureLocked(p)
+	t.mu.Unlock()
+	t.dispatchIfWaiting()
 	return nil
 }
 
@@ -44,9 +49,10 @@ func (t *Tier) Apply(cfg Config, intent Intent) error {
 		return err
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.reconfigureLocked(p)
 	t.applyIntentLocked(in)
+	t.mu.Unlock()
+	t.dispatchIfWaiting()
 	return nil
 }
 
@@ -89,6 +95,7 @@ func (t *Tier) reconfigureLocked(p plan) {
 	t.members = members
 	t.retired = retired
 	t.ceiling = p.ceiling
+	t.reconfigureQueueLocked(p.queue)
 	if old.strategy != p.strategy || !slices.Equal(old.ids, p.ids) {
 		t.view.Store(&membership{strategy: p.strategy, ids: p.ids})
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/utils/clock"
+
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -37,7 +39,29 @@ type Tier struct {
 	// handover is set while the tier's admission is handed over (HandOver):
 	// Acquire refuses and reservation changes are queued on it.
 	handover *Handover
+	// queue holds the requests waiting for admission (Wait).
+	queue waitQueue
+
+	clock  clock.Clock   // times waits; immutable.
+	inputs func() Inputs // the inputs of a dispatch; immutable.
+	// onQueued, when set (tests only), is called with t.mu held after a
+	// request started waiting.
+	onQueued func()
 }
+
+// Option configures a Tier at New.
+type Option func(*Tier)
+
+// WithClock times the queue's waits with c instead of the real clock.
+func WithClock(c clock.Clock) Option { return func(t *Tier) { t.clock = c } }
+
+// WithInputs has the tier read the inputs of a dispatch from f: when a
+// release, a readmission or a reconfiguration may let a member admit a
+// waiting request, the tier calls f, without its lock held, for the members'
+// readiness and pressure at that instant. f must not wait and must not call
+// the tier. Without it, a dispatch sees every member ready with unknown
+// pressure.
+func WithInputs(f func() Inputs) Option { return func(t *Tier) { t.inputs = f } }
 
 // membership is the immutable part of a configuration that input validation
 // depends on.
@@ -59,18 +83,36 @@ type member struct {
 // New returns the admission owner for cfg with every member and the tier
 // admitting and no reservations. It returns an error wrapping
 // ErrInvalidConfig when cfg breaks a rule of Config.
-func New(cfg Config) (*Tier, error) {
+func New(cfg Config, opts ...Option) (*Tier, error) {
 	p, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
-	t := &Tier{members: make([]*member, len(p.members)), ceiling: p.ceiling}
+	t := &Tier{members: make([]*member, len(p.members)), ceiling: p.ceiling, clock: clock.RealClock{}}
 	for i, m := range p.members {
 		t.members[i] = &member{id: m.ID, ceiling: m.MaxConcurrency}
 	}
 	t.view.Store(&membership{strategy: p.strategy, ids: p.ids})
 	t.epoch.Store(1)
+	t.queue.cfg = p.queue
+	for _, o := range opts {
+		o(t)
+	}
+	if t.inputs == nil {
+		t.inputs = t.allReady
+	}
 	return t, nil
+}
+
+// allReady is the inputs of a dispatch without WithInputs: every member
+// ready, pressure unknown.
+func (t *Tier) allReady() Inputs {
+	ids := t.view.Load().ids
+	ready := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		ready[id] = true
+	}
+	return Inputs{Ready: ready}
 }
 
 // ReadmitEpoch returns the tier's readmission epoch, which advances whenever
@@ -117,9 +159,33 @@ type Inputs struct {
 func (t *Tier) Acquire(in Inputs) (*Lease, error) {
 	var ready [MaxMembers]bool
 	var pressure [MaxMembers]scheduler.Pressure
+	v, err := t.lockInputs(in, &ready, &pressure)
+	if err != nil {
+		return nil, err
+	}
+	var lease *Lease
+	if t.queue.n > 0 {
+		// Those waiting go first.
+		t.dispatchLocked(v, &ready, &pressure)
+	}
+	if t.queue.n > 0 {
+		err = ErrTierFull
+	} else {
+		lease, err = t.admitLocked(v, &ready, &pressure)
+	}
+	t.mu.Unlock()
+	return lease, err
+}
+
+// lockInputs validates in against the membership and copies it into arrays
+// indexed like its ids, then takes t.mu. It returns the membership with t.mu
+// held, or an error wrapping ErrInvalidInput with t.mu not held when in is
+// invalid, a readmission landed after in's ReadmitEpoch, or the membership
+// kept changing.
+func (t *Tier) lockInputs(in Inputs, ready *[MaxMembers]bool, pressure *[MaxMembers]scheduler.Pressure) (*membership, error) {
 	for attempt := 1; ; attempt++ {
 		v := t.view.Load()
-		if err := v.copyInputs(in, &ready, &pressure); err != nil {
+		if err := v.copyInputs(in, ready, pressure); err != nil {
 			return nil, err
 		}
 		t.mu.Lock()
@@ -128,9 +194,7 @@ func (t *Tier) Acquire(in Inputs) (*Lease, error) {
 			return nil, fmt.Errorf("%w: a readmission landed after the readiness read", ErrInvalidInput)
 		}
 		if t.view.Load() == v {
-			lease, err := t.admitLocked(v, &ready, &pressure)
-			t.mu.Unlock()
-			return lease, err
+			return v, nil
 		}
 		t.mu.Unlock()
 		if attempt == maxAcquireAttempts {
@@ -300,10 +364,11 @@ func (l *Lease) Selection() *scheduler.Decision {
 	return &d
 }
 
-// Release returns the reservation to the member and the tier and wakes any
-// Drain waiting on them. Only the first call has an effect, however many
-// goroutines call it. A member removed by Reconfigure still receives the
-// release.
+// Release returns the reservation to the member and the tier, wakes any
+// Drain waiting on them and admits the requests waiting in the tier's queue
+// that a member can now admit. Only the first call has an effect, however
+// many goroutines call it. A member removed by Reconfigure still receives
+// the release.
 func (l *Lease) Release() {
 	if !l.released.CompareAndSwap(false, true) {
 		return
@@ -311,5 +376,9 @@ func (l *Lease) Release() {
 	t := l.tier
 	t.mu.Lock()
 	t.releaseLocked(l.member)
+	waiting := t.queue.n > 0
 	t.mu.Unlock()
+	if waiting {
+		t.dispatch()
+	}
 }
