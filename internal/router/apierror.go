@@ -77,6 +77,12 @@ var (
 		"The model is quiesced for maintenance; retry later.")
 	errNoEligibleMember = newAPIError(http.StatusServiceUnavailable, typeServer, "no_eligible_member",
 		"No replica of the model is ready and admitting; retry later.")
+	errQueueFull = newAPIError(http.StatusTooManyRequests, typeServer, "queue_full",
+		"Every replica of the model is busy and its admission queue is full; retry later.")
+	errQueueTimeout = newAPIError(http.StatusServiceUnavailable, typeServer, "queue_timeout",
+		"No replica of the model became free within the longest queue wait; retry later.")
+	errQueueHandedOver = newAPIError(http.StatusServiceUnavailable, typeServer, "router_handed_over",
+		"The router handed the model over to its successor while the request waited; retry now.")
 	errUpstreamUnavailable = newAPIError(http.StatusBadGateway, typeServer, "upstream_unavailable",
 		"The model server failed before sending a response.")
 	errUpstreamTimeout = newAPIError(http.StatusGatewayTimeout, typeServer, "upstream_timeout",
@@ -98,8 +104,9 @@ var (
 		"timeout must be a positive Go duration of at most 10m.")
 )
 
-// retryAfter is the Retry-After value of every 503: admission refusals are
-// momentary, and one second matches the pressure refresh period.
+// retryAfter is the Retry-After value of every 503 and 429: admission
+// refusals are momentary, and one second matches the pressure refresh
+// period.
 var retryAfter = []string{"1"}
 
 // connectionClose is the Connection header of a response that ends the
@@ -111,7 +118,7 @@ func (e *apiError) write(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if e.status == http.StatusServiceUnavailable {
+	if e.status == http.StatusServiceUnavailable || e.status == http.StatusTooManyRequests {
 		h["Retry-After"] = retryAfter
 	}
 	if e.closes {

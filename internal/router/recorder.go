@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/sse"
@@ -142,6 +143,47 @@ func protocolErrorOf(err error) ProtocolError {
 	return ""
 }
 
+// QueueEnd is how a request that met its tier's admission queue left it
+// (docs/ADMISSION-QUEUE.md).
+type QueueEnd string
+
+// The closed set of QueueEnd values.
+const (
+	// QueueAdmitted: it waited, then a member admitted it.
+	QueueAdmitted QueueEnd = "admitted"
+	// QueueTimeout: it waited the queue's maxWait (503 queue_timeout).
+	QueueTimeout QueueEnd = "queue_timeout"
+	// QueueFull: the queue, or its tenant's share, was full when it
+	// arrived or after a reconfiguration lowered the bounds (429
+	// queue_full).
+	QueueFull QueueEnd = "queue_full"
+	// QueueClientGone: its client left while it waited; it got no
+	// response and never held a lease.
+	QueueClientGone QueueEnd = "client_gone"
+	// QueueRefused: while it waited the tier stopped admitting (quiesced,
+	// handed over, no eligible member, queue removed) and it got that
+	// refusal.
+	QueueRefused QueueEnd = "refused"
+)
+
+// queueEnd returns how an admission decision that waited, or was refused
+// by the queue, left it; empty when the request never met the queue.
+func queueEnd(w admission.Waited, err error) QueueEnd {
+	switch {
+	case errors.Is(err, admission.ErrQueueFull):
+		return QueueFull
+	case !w.Queued:
+		return ""
+	case err == nil:
+		return QueueAdmitted
+	case errors.Is(err, admission.ErrQueueTimeout):
+		return QueueTimeout
+	case errors.Is(err, admission.ErrClientGone):
+		return QueueClientGone
+	}
+	return QueueRefused
+}
+
 // StatusClientClosedRequest is the status recorded (never sent) for a
 // request whose client went away before response headers: the nginx
 // convention.
@@ -177,8 +219,15 @@ type Outcome struct {
 	// none arrived.
 	FirstByte time.Duration
 	// Schedule is the time spent building the admission inputs and in
-	// Acquire; zero for requests refused before admission.
+	// the admission decision, less Queued; zero for requests refused before
+	// admission.
 	Schedule time.Duration
+	// Queued is how long the request waited in its tier's admission queue;
+	// zero when it did not wait.
+	Queued time.Duration
+	// Queue is how the request's time in the queue ended; empty when it
+	// never met the queue (it was admitted at once, or its tier has none).
+	Queue QueueEnd
 	// Dispatch is from Start to the start of the upstream attempt (gates
 	// and admission); zero unless admitted.
 	Dispatch time.Duration

@@ -307,6 +307,7 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	if rt.authed != nil {
 		rt.authed(r)
 	}
+	who := admission.Tenant{}
 	buf, err := readBody(r, rt.maxBody, rt.bodies)
 	if err != nil {
 		e := errBadRequest
@@ -346,10 +347,13 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	o.Alias, o.Tier = entry.alias, ts.key
 	w.Header()[headerTier] = ts.tierName
 
-	// 2 and 3. Completed snapshots, then one admission decision.
+	// 2 and 3. Completed snapshots, then one admission decision; with a
+	// queue, the request may wait for it.
 	scheduled := rt.clock.Now()
-	lease, cfg, err := rt.acquire(ts)
-	o.Schedule = rt.clock.Since(scheduled)
+	lease, cfg, waited, err := rt.acquire(r.Context(), ts, who)
+	o.Schedule = rt.clock.Since(scheduled) - waited.Duration
+	o.Queued = waited.Duration
+	o.Queue = queueEnd(waited, err)
 	if err != nil {
 		if errors.Is(err, admission.ErrHandedOver) && rt.handedOver != nil {
 			// The tier's admission moved to the router replacing this one
@@ -357,6 +361,13 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 			rt.handedOver(w, r)
 			rt.endHandedOver(&o)
+			return nil
+		}
+		if errors.Is(err, admission.ErrClientGone) {
+			// Nobody reads an answer.
+			o.Result, o.Code, o.Status = ResultNotAdmitted, string(QueueClientGone), StatusClientClosedRequest
+			o.Duration = rt.clock.Since(o.Start)
+			rt.finish(&o)
 			return nil
 		}
 		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
@@ -411,28 +422,47 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 }
 
 // acquire builds the admission inputs of ts from completed snapshots and
-// makes one Acquire (a second only when the tier was reconfigured between
-// the two, see maxAcquireAttempts). It returns the configuration the inputs
-// were built from.
-func (rt *Router) acquire(ts *tierState) (*admission.Lease, *tierConfig, error) {
+// makes one admission decision for who, which waits in the tier's queue
+// when it has one and is full (a second only when the tier was
+// reconfigured between the two, see maxAcquireAttempts). It returns the
+// configuration the inputs were built from and how long the request
+// waited.
+func (rt *Router) acquire(ctx context.Context, ts *tierState, who admission.Tenant) (*admission.Lease, *tierConfig, admission.Waited, error) {
 	var err error
 	for range maxAcquireAttempts {
 		cfg := ts.cfg.Load()
-		// The epoch before readiness: a readmission landing after this
-		// read refuses the Acquire, and the next attempt reads the
-		// readmitted member's recheck (docs/ROUTER.md#5-configuration-changes).
-		in := admission.Inputs{ReadmitEpoch: ts.admission.ReadmitEpoch()}
-		in.Ready = rt.ready(ts.key, cfg)
-		if cfg.strategy == admission.StrategyCapacity {
-			in.Pressure = rt.pressures(ts.key, cfg)
-		}
 		var lease *admission.Lease
-		lease, err = ts.admission.Acquire(in)
+		var waited admission.Waited
+		lease, waited, err = ts.admission.Wait(ctx, rt.inputs(ts.key, ts.admission, cfg), who)
 		if !errors.Is(err, admission.ErrInvalidInput) {
-			return lease, cfg, err
+			return lease, cfg, waited, err
 		}
 	}
-	return nil, nil, err
+	return nil, nil, admission.Waited{}, err
+}
+
+// inputs returns the admission inputs of the tier key from completed
+// snapshots of cfg's members. The epoch is read before readiness: a
+// readmission landing after this read refuses the decision, and the next
+// attempt reads the readmitted member's recheck
+// (docs/ROUTER.md#5-configuration-changes).
+func (rt *Router) inputs(key string, adm *admission.Tier, cfg *tierConfig) admission.Inputs {
+	in := admission.Inputs{ReadmitEpoch: adm.ReadmitEpoch()}
+	in.Ready = rt.ready(key, cfg)
+	if cfg.strategy == admission.StrategyCapacity {
+		in.Pressure = rt.pressures(key, cfg)
+	}
+	return in
+}
+
+// Dispatch admits the requests waiting in every tier's queue that a member
+// can admit now. cmd/router calls it after each readiness probe, so that a
+// member turning ready takes waiting requests at once; releases,
+// readmissions and reconfigurations dispatch by themselves.
+func (rt *Router) Dispatch() {
+	for _, ts := range rt.table.Load().served {
+		ts.admission.Dispatch()
+	}
 }
 
 // ready returns the readiness of exactly the members of cfg: a member the
@@ -488,9 +518,16 @@ func sameKeys[V any](m map[string]V, ids []string) bool {
 	return true
 }
 
-// refusalError maps an admission refusal to the router's 503 errors.
+// refusalError maps an admission refusal to the router's errors: 429 for a
+// full queue, 503 for the others.
 func refusalError(err error) *apiError {
 	switch {
+	case errors.Is(err, admission.ErrQueueFull):
+		return errQueueFull
+	case errors.Is(err, admission.ErrQueueTimeout):
+		return errQueueTimeout
+	case errors.Is(err, admission.ErrQueueHandedOver):
+		return errQueueHandedOver
 	case errors.Is(err, admission.ErrTierFull):
 		return errCapacityExhausted
 	case errors.Is(err, admission.ErrTierQuiesced):

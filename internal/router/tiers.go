@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
@@ -309,11 +311,22 @@ func (rt *Router) applyTier(ts *tierState, t source.Tier, addrs *hostAddrSet) (*
 		return ts, err
 	}
 	if ts == nil {
-		adm, err := admission.New(acfg)
+		ts = &tierState{key: t.Key, tierName: []string{t.Key}}
+		opts := []admission.Option{admission.WithInputs(func() admission.Inputs {
+			cfg := ts.cfg.Load()
+			if cfg == nil {
+				return admission.Inputs{} // refused as invalid: nothing waits before the first configuration.
+			}
+			return rt.inputs(ts.key, ts.admission, cfg)
+		})}
+		if c, ok := rt.clock.(clock.Clock); ok {
+			opts = append(opts, admission.WithClock(c))
+		}
+		adm, err := admission.New(acfg, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidTier, err)
 		}
-		ts = &tierState{key: t.Key, tierName: []string{t.Key}, admission: adm}
+		ts.admission = adm
 	} else if rt.recheck != nil {
 		for _, id := range readmitted(ts.admission.Snapshot(), intent, cfg.ids) {
 			rt.recheck.Recheck(t.Key, id)
@@ -326,6 +339,9 @@ func (rt *Router) applyTier(ts *tierState, t source.Tier, addrs *hostAddrSet) (*
 		return ts, fmt.Errorf("%w: %w", ErrInvalidTier, err)
 	}
 	ts.cfg.Store(cfg)
+	// Apply dispatched on the configuration in force before; requests
+	// waiting for room the new one adds are admitted now.
+	ts.admission.Dispatch()
 	return ts, nil
 }
 
