@@ -134,7 +134,8 @@ func parseKeySet(data []byte) (*keySet, error) {
 	tenantsSeen := make(map[string]keyLine)
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), MaxKeyLength+1)
-	for line := 1; sc.Scan(); line++ {
+	line := 1
+	for ; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
@@ -172,7 +173,7 @@ func parseKeySet(data []byte) (*keySet, error) {
 		s.tenantOf = append(s.tenantOf, first.index)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: a line is longer than %d bytes", ErrInvalidKeys, MaxKeyLength)
+		return nil, fmt.Errorf("%w: line %d is longer than %d bytes", ErrInvalidKeys, line, MaxKeyLength)
 	}
 	if len(s.digests) == 0 {
 		return nil, fmt.Errorf("%w: no key", ErrInvalidKeys)
