@@ -79,7 +79,7 @@ type keySet struct {
 }
 
 // The attributes a key line may carry after its token
-// (docs/CONFIGURATION.md#4-key-files).
+// (docs/CONFIGURATION.md#41-tenants-and-priorities).
 const (
 	// tenantAttribute names the key's tenant.
 	tenantAttribute = "tenant"
@@ -107,7 +107,7 @@ const MaxTenantNameLength = 63
 //
 // ParseKeys returns an error wrapping ErrInvalidKeys, which names line
 // numbers and never quotes a key, a tenant or a priority, when the file
-// holds no key, more than MaxKeys keys, a key longer than MaxKeyLength, or
+// holds no key, more than MaxKeys keys, a line longer than MaxKeyLength, or
 // an attribute that is unknown, repeated on its line or invalid, or when
 // two lines disagree as above.
 func ParseKeys(data []byte) (*Keys, error) {

@@ -60,8 +60,8 @@ type Options struct {
 	Keys *Keys
 	// TenantHeader, when set, is a request header whose one valid value
 	// names the tenant of an authenticated request, at its key's priority
-	// (docs/CONFIGURATION.md#4-key-files); check it with ParseTenantHeader.
-	// Empty means the tenant is always the key's.
+	// (docs/CONFIGURATION.md#41-tenants-and-priorities); check the name
+	// with ParseTenantHeader. Empty means the tenant is always the key's.
 	TenantHeader string
 	// Authenticated is called with every request that passed the API key
 	// check (with Keys nil, every request reaching it), before its body is

@@ -10,7 +10,8 @@ import (
 
 // GatewayFairnessHeader is the request header in which the Gateway API
 // Inference Extension names a request's fairness group; behind it,
-// --tenant-header takes this name (docs/CONFIGURATION.md#4-key-files).
+// --tenant-header takes this name
+// (docs/CONFIGURATION.md#41-tenants-and-priorities).
 const GatewayFairnessHeader = "x-gateway-inference-fairness-id"
 
 // unusableTenantHeader reports whether the canonical header name cannot
