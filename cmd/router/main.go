@@ -113,6 +113,7 @@ type config struct {
 	shutdownTimeout   time.Duration
 	shutdownGrace     time.Duration
 	passEngineHeaders []string
+	tenantHeader      string
 	logLevel          slog.Level
 	showVersion       bool
 	kube              kubeFlags
@@ -174,6 +175,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", defaultShutdownGrace, "how long the router keeps accepting after SIGTERM, telling clients to reconnect, so they move to the router replacing it")
 	passHeaders := fs.String("pass-engine-headers", "", "engine response headers to let through, comma-separated, of those the router strips: "+
 		strings.Join(router.StrippedEngineHeaders(), ", ")+" (default none)")
+	fs.StringVar(&c.tenantHeader, "tenant-header", "", "request header whose value names an authenticated request's tenant, at its key's priority "+
+		"(behind the Gateway API Inference Extension: "+router.GatewayFairnessHeader+"); none means the key's tenant")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and revision and exit")
 	c.kube.register(fs)
@@ -190,6 +193,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, fmt.Errorf("--pass-engine-headers: %w", err)
 	}
 	c.passEngineHeaders = headers
+	if c.tenantHeader, err = router.ParseTenantHeader(c.tenantHeader); err != nil {
+		return config{}, fmt.Errorf("--tenant-header: %w", err)
+	}
 	c.defaultListeners()
 	switch {
 	case fs.NArg() > 0:
@@ -312,6 +318,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 		HandedOver:           func(w http.ResponseWriter, r *http.Request) { succ.forwardRequest(w, r) },
 		Pressure:             samples,
 		Keys:                 keys,
+		TenantHeader:         cfg.tenantHeader,
 		Authenticated:        conns.authenticated,
 		MaxBodyBytes:         cfg.maxBodyBytes,
 		MaxBufferedBodyBytes: cfg.maxBufferedBodies,

@@ -98,6 +98,27 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+// TestParseFlagsTenantHeader: --tenant-header is off by default, takes a
+// header name in any case and keeps its canonical form, and refuses at
+// start, naming the flag, a name that is not a header name or a header
+// that carries credentials.
+func TestParseFlagsTenantHeader(t *testing.T) {
+	base := []string{"--tiers-dir", "d", "--node-name", "n"}
+	if c, err := parseFlags(base, io.Discard); err != nil || c.tenantHeader != "" {
+		t.Fatalf("default: %q, %v; want off", c.tenantHeader, err)
+	}
+	c, err := parseFlags(append(base, "--tenant-header", "x-gateway-inference-fairness-id"), io.Discard)
+	if err != nil || c.tenantHeader != "X-Gateway-Inference-Fairness-Id" {
+		t.Fatalf("the GIE header: %q, %v", c.tenantHeader, err)
+	}
+	for _, name := range []string{"x tenant", "x-tenant:", "Authorization", "connection"} {
+		_, err := parseFlags(append(base, "--tenant-header", name), io.Discard)
+		if !errors.Is(err, router.ErrTenantHeader) || !strings.HasPrefix(err.Error(), "--tenant-header: ") {
+			t.Errorf("--tenant-header %q: %v, want an error naming the flag", name, err)
+		}
+	}
+}
+
 // postChat posts body to the front door at front's chat completions route
 // with the tests' key, on a client of its own, and returns the response;
 // the caller closes its body.

@@ -9,9 +9,13 @@ import (
 // these with %w; check them with errors.Is.
 var (
 	// ErrInvalidKeys is returned by ParseKeys and LoadKeys for a key file
-	// without keys, with too many keys or with a key that is too long or
-	// contains a space.
+	// without keys, with too many keys, with a line that is too long or
+	// whose attributes are unknown, repeated or invalid, or whose lines
+	// disagree on a key's or a tenant's attributes.
 	ErrInvalidKeys = errors.New("router: invalid key file")
+	// ErrTenantHeader is returned by ParseTenantHeader for a name that is
+	// not a header name or names a header that cannot carry a tenant.
+	ErrTenantHeader = errors.New("router: invalid tenant header")
 	// ErrPassEngineHeader is returned by ParsePassEngineHeaders for a name
 	// that is not a header name or not a header the router strips.
 	ErrPassEngineHeader = errors.New("router: invalid engine header to pass")

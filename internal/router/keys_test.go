@@ -14,6 +14,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sluice-dev/sluice/internal/admission"
 )
 
 func TestParseKeys(t *testing.T) {
@@ -381,6 +383,7 @@ func TestKeyRotationKeepsOldSet(t *testing.T) {
 		{desc: "empty", files: map[string]string{"keys": ""}, wantErr: "no key"},
 		{desc: "comments only", files: map[string]string{"keys": "# rotated-key-soon\n"}, wantErr: "no key"},
 		{desc: "invalid", files: map[string]string{"keys": "rotated key\n"}, wantErr: "contains a space"},
+		{desc: "invalid priority", files: map[string]string{"keys": "rotated-key tenant=rotated priority=5000\n"}, wantErr: "priority is not an integer"},
 		{desc: "absent", files: map[string]string{"other": "rotated-key\n"}, wantErr: "cannot be opened"},
 	} {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -396,7 +399,7 @@ func TestKeyRotationKeepsOldSet(t *testing.T) {
 			if !errors.Is(r.Err, ErrInvalidKeys) || !strings.Contains(r.Err.Error(), tt.wantErr) || r.Keys != 1 {
 				t.Fatalf("report = %+v, want ErrInvalidKeys (%s) with the old key kept", r, tt.wantErr)
 			}
-			if strings.Contains(r.Err.Error(), "rotated") || strings.Contains(r.Err.Error(), "old-key") {
+			if strings.Contains(r.Err.Error(), "rotated") || strings.Contains(r.Err.Error(), "old-key") || strings.Contains(r.Err.Error(), "5000") {
 				t.Fatalf("the error quotes key material: %v", r.Err)
 			}
 			h.step() // the same failure again: not reported twice.
@@ -454,5 +457,217 @@ func TestKeyWatchMisconfigured(t *testing.T) {
 		if err := w.Run(context.Background()); !errors.Is(err, errKeyWatch) {
 			t.Errorf("%+v: Run = %v, want errKeyWatch", w, err)
 		}
+	}
+}
+
+// authenticate returns what k.Authenticate says of a request presenting
+// key.
+func authenticate(k *Keys, key string) (admission.Tenant, bool) {
+	r, _ := http.NewRequest(http.MethodGet, "/", nil) //nolint:noctx // Never sent.
+	r.Header.Set("Authorization", "Bearer "+key)
+	return k.Authenticate(r)
+}
+
+// TestParseKeysOldFiles: files written before keys had attributes read as
+// they did, every key in the unnamed tenant at priority 0: bytes other
+// than a space or a tab (a vertical tab, a no-break space, '=') stay inside
+// the key, and a key given twice is one key given twice.
+func TestParseKeysOldFiles(t *testing.T) {
+	for _, tt := range []struct {
+		desc string
+		data string
+		keys []string
+	}{
+		{desc: "plain", data: "# router keys\nkey-one\n\n  key-two  \n", keys: []string{"key-one", "key-two"}},
+		{desc: "CRLF", data: "key-one\r\nkey-two\r\n", keys: []string{"key-one", "key-two"}},
+		{desc: "base64 padding", data: "c2VjcmV0==\n", keys: []string{"c2VjcmV0=="}},
+		{desc: "tenant-like key", data: "tenant=a\npriority=3\n", keys: []string{"tenant=a", "priority=3"}},
+		{desc: "vertical tab inside", data: "key\vone\n", keys: []string{"key\vone"}},
+		{desc: "no-break space inside", data: "key\u00a0one\n", keys: []string{"key\u00a0one"}},
+		{desc: "twice", data: "key-one\nkey-one\n", keys: []string{"key-one", "key-one"}},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			k, err := ParseKeys([]byte(tt.data))
+			if err != nil || k.Len() != len(tt.keys) {
+				t.Fatalf("ParseKeys = %v keys, %v; want %d", k.Len(), err, len(tt.keys))
+			}
+			for _, key := range tt.keys {
+				if tenant, ok := authenticate(k, key); !ok || tenant != (admission.Tenant{}) {
+					t.Errorf("Authenticate(%q) = %+v, %v; want the unnamed tenant at 0", key, tenant, ok)
+				}
+			}
+		})
+	}
+}
+
+// TestParseKeysTenants: a key line's attributes name its tenant and
+// priority, in either order, separated by spaces or tabs; keys may share
+// a tenant at one priority; a key without a tenant is the unnamed tenant's.
+func TestParseKeysTenants(t *testing.T) {
+	long := strings.Repeat("a", MaxTenantNameLength)
+	data := strings.Join([]string{
+		"# keys with tenants",
+		"k-plain",
+		"k-named tenant=acme",
+		"k-both tenant=batch.jobs_2-x priority=-1000",
+		"  k-swapped\tpriority=1000 \t tenant=online  ",
+		"k-rotated tenant=acme",
+		"k-prio priority=0",
+		"k-long tenant=" + long + " priority=+7",
+		"k-named tenant=acme",
+		"",
+	}, "\n")
+	k, err := ParseKeys([]byte(data))
+	if err != nil || k.Len() != 8 {
+		t.Fatalf("ParseKeys = %v keys, %v", k.Len(), err)
+	}
+	for _, tt := range []struct {
+		key  string
+		want admission.Tenant
+	}{
+		{"k-plain", admission.Tenant{}},
+		{"k-named", admission.Tenant{Name: "acme"}},
+		{"k-both", admission.Tenant{Name: "batch.jobs_2-x", Priority: admission.MinPriority}},
+		{"k-swapped", admission.Tenant{Name: "online", Priority: admission.MaxPriority}},
+		{"k-rotated", admission.Tenant{Name: "acme"}},
+		{"k-prio", admission.Tenant{}},
+		{"k-long", admission.Tenant{Name: long, Priority: 7}},
+	} {
+		if got, ok := authenticate(k, tt.key); !ok || got != tt.want {
+			t.Errorf("Authenticate(%s) = %+v, %v; want %+v", tt.key, got, ok, tt.want)
+		}
+	}
+	for _, refused := range []string{"k-both tenant=batch.jobs_2-x", "tenant=acme", "acme", ""} {
+		if got, ok := authenticate(k, refused); ok || got != (admission.Tenant{}) {
+			t.Errorf("Authenticate(%q) = %+v, %v; want refused", refused, got, ok)
+		}
+	}
+}
+
+// TestParseKeysRefusesAttributes: an attribute that is unknown, repeated,
+// invalid, or lines that disagree on a key's or tenant's attributes refuse
+// the whole file, with an error naming the line and quoting neither the key
+// nor the tenant nor the priority.
+func TestParseKeysRefusesAttributes(t *testing.T) {
+	const key = "sekrit-token"
+	for _, tt := range []struct {
+		desc    string
+		lines   []string
+		wantErr string
+	}{
+		{"unknown attribute", []string{"k0", key + " colour=red"}, "line 2: field 2 is not a known attribute"},
+		{"attribute name case", []string{key + " Tenant=team"}, "line 1: field 2 is not a known attribute"},
+		{"key split by a space", []string{key + " more-of-it"}, "line 1 contains a space, and field 2 is not an attribute"},
+		{"third field", []string{"", key + " tenant=team extra"}, "line 2 contains a space, and field 3 is not an attribute"},
+		{"tenant twice", []string{key + " tenant=team tenant=team"}, "line 1 gives tenant twice"},
+		{"priority twice", []string{"#", key + " priority=777 tenant=team priority=777"}, "line 2 gives priority twice"},
+		{"empty tenant", []string{key + " tenant="}, "line 1: the tenant is not"},
+		{"upper-case tenant", []string{key + " tenant=Team"}, "line 1: the tenant is not"},
+		{"tenant begins with '-'", []string{key + " tenant=-team"}, "line 1: the tenant is not"},
+		{"tenant ends with '.'", []string{key + " tenant=team."}, "line 1: the tenant is not"},
+		{"tenant with '/'", []string{key + " tenant=ns/team"}, "line 1: the tenant is not"},
+		{"tenant not ASCII", []string{key + " tenant=t\u00e9am"}, "line 1: the tenant is not"},
+		{"tenant too long", []string{key + " tenant=" + strings.Repeat("t", MaxTenantNameLength+1)}, "line 1: the tenant is not"},
+		{"priority above", []string{key + " priority=1001"}, "line 1: the priority is not an integer within -1000..1000"},
+		{"priority below", []string{key + " priority=-1001"}, "line 1: the priority is not an integer"},
+		{"priority not a number", []string{key + " priority=high"}, "line 1: the priority is not an integer"},
+		{"priority fraction", []string{key + " priority=7.5"}, "line 1: the priority is not an integer"},
+		{"priority empty", []string{key + " priority="}, "line 1: the priority is not an integer"},
+		{"priority overflows", []string{key + " priority=99999999999999999999"}, "line 1: the priority is not an integer"},
+		{"tenant with two priorities", []string{"k1 tenant=team priority=777", "", key + " tenant=team priority=778"},
+			"line 3 gives the tenant of line 1 another priority"},
+		{"unnamed tenant with two priorities", []string{"k1", key + " priority=777"}, "line 2 gives the tenant of line 1 another priority"},
+		{"key with two tenants", []string{key + " tenant=team", "k2", key + " tenant=other-team"},
+			"line 3 gives the key of line 1 another tenant or priority"},
+		{"key with two priorities", []string{key, key + " priority=777"}, "line 2 gives the key of line 1 another tenant or priority"},
+		{"line too long", []string{key + " tenant=team " + strings.Repeat("x", MaxKeyLength+1-len(key+" tenant=team "))}, "line 1 is longer than"},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			k, err := ParseKeys([]byte(strings.Join(tt.lines, "\n") + "\n"))
+			if k != nil || !errors.Is(err, ErrInvalidKeys) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ParseKeys = %v, %v; want ErrInvalidKeys containing %q", k, err, tt.wantErr)
+			}
+			for _, quoted := range []string{"sekrit", "team", "777", "778", "colour", "red", "more-of-it", "extra", "high", "1001", "\u00e9"} {
+				if strings.Contains(err.Error(), quoted) {
+					t.Errorf("the error quotes %q: %v", quoted, err)
+				}
+			}
+		})
+	}
+}
+
+// TestKeysAuthenticate: each of several keys authenticates as its own
+// tenant, wherever it sits in the file; a key that matches none is refused
+// with the zero tenant; a nil *Keys (authentication off) lets every request
+// in as the zero tenant; the zero Keys refuses. Authenticate, like Allow,
+// does not allocate.
+func TestKeysAuthenticate(t *testing.T) {
+	k, err := ParseKeys([]byte("key-a tenant=alpha priority=5\nkey-b tenant=beta\nkey-c priority=-2\nkey-d tenant=alpha priority=5\nkey-e tenant=eps priority=1000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]admission.Tenant{
+		"key-a": {Name: "alpha", Priority: 5},
+		"key-b": {Name: "beta"},
+		"key-c": {Priority: -2},
+		"key-d": {Name: "alpha", Priority: 5},
+		"key-e": {Name: "eps", Priority: 1000},
+	}
+	for key, tenant := range want {
+		if got, ok := authenticate(k, key); !ok || got != tenant {
+			t.Errorf("Authenticate(%s) = %+v, %v; want %+v", key, got, ok, tenant)
+		}
+		if !allows(k, key) {
+			t.Errorf("Allow(%s) = false", key)
+		}
+	}
+	if got, ok := authenticate(k, "key-f"); ok || got != (admission.Tenant{}) {
+		t.Errorf("an unknown key: %+v, %v", got, ok)
+	}
+	r, _ := http.NewRequest(http.MethodGet, "/", nil) //nolint:noctx // Never sent.
+	var open *Keys
+	if got, ok := open.Authenticate(r); !ok || got != (admission.Tenant{}) {
+		t.Errorf("nil *Keys: %+v, %v; want the zero tenant, allowed", got, ok)
+	}
+	if _, ok := (&Keys{}).Authenticate(r); ok {
+		t.Error("the zero Keys authenticated a request")
+	}
+	r.Header.Set("Authorization", "Bearer key-e")
+	if n := testing.AllocsPerRun(100, func() { k.Authenticate(r) }); n != 0 {
+		t.Fatalf("Authenticate allocates %v times per call", n)
+	}
+}
+
+// TestKeyReloadServesNewPriority: a key file whose priority (or tenant)
+// changes is served with the new attributes once two reads agree, like
+// any other change; until then the old ones stay.
+func TestKeyReloadServesNewPriority(t *testing.T) {
+	secret := newSecretDir(t, "the-key tenant=acme priority=1\n")
+	k, err := LoadKeys(secret.path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startKeyWatch(t, secret.path(), k)
+	secret.update(map[string]string{"keys": "the-key tenant=acme priority=7\n"})
+	h.step()
+	h.noReport()
+	if got, ok := authenticate(k, "the-key"); !ok || got.Priority != 1 {
+		t.Fatalf("after one read: %+v, %v; want the old priority", got, ok)
+	}
+	h.step()
+	if r := h.report(); r.Err != nil || r.Keys != 1 {
+		t.Fatalf("report = %+v", r)
+	}
+	if got, ok := authenticate(k, "the-key"); !ok || got != (admission.Tenant{Name: "acme", Priority: 7}) {
+		t.Fatalf("after two reads: %+v, %v; want acme at 7", got, ok)
+	}
+	secret.update(map[string]string{"keys": "the-key tenant=batch priority=7\n"})
+	h.step()
+	h.step()
+	if r := h.report(); r.Err != nil {
+		t.Fatalf("report = %+v", r)
+	}
+	if got, ok := authenticate(k, "the-key"); !ok || got != (admission.Tenant{Name: "batch", Priority: 7}) {
+		t.Fatalf("after the tenant changed: %+v, %v; want batch at 7", got, ok)
 	}
 }

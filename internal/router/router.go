@@ -58,6 +58,11 @@ type Options struct {
 	Pressure PressureView
 	// Keys are the API keys of the inference routes. Nil means open.
 	Keys *Keys
+	// TenantHeader, when set, is a request header whose one valid value
+	// names the tenant of an authenticated request, at its key's priority
+	// (docs/CONFIGURATION.md#41-tenants-and-priorities); check the name
+	// with ParseTenantHeader. Empty means the tenant is always the key's.
+	TenantHeader string
 	// Authenticated is called with every request that passed the API key
 	// check (with Keys nil, every request reaching it), before its body is
 	// read; cmd/router marks the request's connection authenticated
@@ -142,6 +147,8 @@ type Router struct {
 	// stripHeaders are the engine response headers removed from every
 	// response (strippedEngineHeaders less Options.PassEngineHeaders).
 	stripHeaders []string
+	// tenantHeader is Options.TenantHeader in canonical form; "" is off.
+	tenantHeader string
 
 	table   atomic.Pointer[table] // read lock-free by every request.
 	applyMu sync.Mutex            // serializes Apply.
@@ -180,6 +187,7 @@ func New(opts Options) *Router {
 		tracer:     newTracer(opts.TracerProvider),
 
 		stripHeaders: engineHeadersToStrip(opts.PassEngineHeaders),
+		tenantHeader: http.CanonicalHeaderKey(opts.TenantHeader),
 	}
 	if rt.hostAddrs == nil {
 		rt.hostAddrs = InterfaceAddrs
