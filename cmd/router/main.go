@@ -303,7 +303,14 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	}
 	// After the front door shut down (deferred calls run last first).
 	defer traces.shutdown(logger)
-	probes := readiness.New(readiness.Options{})
+	// After each probe, requests waiting in a tier's queue go to a member
+	// that just turned ready (rt is set below, before the probes run).
+	var dispatcher atomic.Pointer[router.Router]
+	probes := readiness.New(readiness.Options{Probed: func() {
+		if rt := dispatcher.Load(); rt != nil {
+			rt.Dispatch()
+		}
+	}})
 	samples := pressure.New(pressure.Options{Collector: obs.collector()})
 	defer samples.Close()
 	var succ *succession
@@ -330,6 +337,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 		TracerProvider:       traces.provider(),
 	})
 	defer rt.Close()
+	dispatcher.Store(rt)
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
 	obs.register(admin, rt, telemetry.NewConnectionCollector(conns.counts))
 	if cfg.enablePprof {

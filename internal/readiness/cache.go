@@ -34,6 +34,11 @@ type Options struct {
 	Prober Prober
 	// Interval is the probe period. Zero or negative means DefaultInterval.
 	Interval time.Duration
+	// Probed, when set, is called after each probe's result was published
+	// for Ready (or discarded), on the probing goroutine and outside the
+	// Cache's locks; it must return at once. The router admits requests
+	// waiting for a member that just turned ready from it.
+	Probed func()
 }
 
 // Tier registers one tier with a Cache.
@@ -97,7 +102,12 @@ func New(opts Options) *Cache {
 		Validate:   validTarget,
 		Workers:    bounds.MaxNodeMembers, // a stalled endpoint delays only its member
 		RequestNew: true,
-		Collected:  func(id string) { c.probed(id) },
+		Collected: func(id string) {
+			if opts.Probed != nil {
+				opts.Probed()
+			}
+			c.probed(id)
+		},
 	})
 	return c
 }

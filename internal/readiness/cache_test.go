@@ -589,3 +589,30 @@ func TestDefaults(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestProbedSeesPublishedResult: Options.Probed is called after each probe,
+// and by then Ready reads the probe's result, so a caller admitting waiting
+// requests from it sees the member that just turned ready.
+func TestProbedSeesPublishedResult(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	h := newHarness(t)
+	seen := make(chan bool, 1)
+	h.c = New(Options{Clock: h.clock, Prober: h.prober, Interval: interval, Probed: func() {
+		m, err := h.c.Ready("t")
+		seen <- err == nil && m["a"]
+	}})
+	if err := h.c.Reconfigure([]Tier{tier("t", served, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	h.run(t)
+	h.prober.next(t).reply <- nil
+	select {
+	case ready := <-seen:
+		if !ready {
+			t.Fatal("Probed ran before Ready read the passing probe")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Probed was never called")
+	}
+	h.stop(t)
+}

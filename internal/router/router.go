@@ -307,7 +307,8 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 		rt.refuse(w, &o, ResultRefused, errMethodNotAllowed)
 		return nil
 	}
-	if !rt.keys.Allow(r) {
+	fromKey, ok := rt.keys.Authenticate(r)
+	if !ok {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		rt.refuse(w, &o, ResultRefused, errUnauthorized)
 		return nil
@@ -315,7 +316,7 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	if rt.authed != nil {
 		rt.authed(r)
 	}
-	who := admission.Tenant{}
+	who := rt.tenantOf(r, fromKey)
 	buf, err := readBody(r, rt.maxBody, rt.bodies)
 	if err != nil {
 		e := errBadRequest
