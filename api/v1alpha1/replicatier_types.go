@@ -264,9 +264,9 @@ type QueueSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10m')",message="maxWait must be between 10ms and 10m"
 	MaxWait *metav1.Duration `json:"maxWait,omitempty"`
 
-	// MaxRequestsPerTenant is the most requests of one tenant (one API key)
-	// that may wait in the tier at once, at most maxRequests, so one tenant
-	// cannot fill the queue. A request beyond its tenant's share gets 429
+	// MaxRequestsPerTenant is the most requests of one tenant (an API key;
+	// see docs/ADMISSION-QUEUE.md) that may wait in the tier at once, at
+	// most maxRequests, so one tenant cannot fill the queue. A request beyond its tenant's share gets 429
 	// queue_full. Absent means maxRequests.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
