@@ -32,6 +32,7 @@ const (
 	// milliseconds: below 10 ms a queue cannot outlast one release, above
 	// 10 minutes a client has long given up.
 	MinQueueWaitMillis = 10
+	// MaxQueueWaitMillis is the longest wait, 10 minutes (see above).
 	MaxQueueWaitMillis = 10 * 60 * 1000
 
 	// MemberIDPattern is the grammar of a member id: lowercase ASCII

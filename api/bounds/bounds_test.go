@@ -108,9 +108,25 @@ func TestCRDRepeatsTheBounds(t *testing.T) {
 		{[]any{"members", "items", "properties", "id", "pattern"}, bounds.MemberIDPattern},
 		{[]any{"members", "items", "properties", "maxConcurrency", "minimum"}, float64(bounds.MinConcurrency)},
 		{[]any{"members", "items", "properties", "maxConcurrency", "maximum"}, float64(bounds.MaxConcurrency)},
+		{[]any{"queue", "properties", "maxRequests", "minimum"}, float64(1)},
+		{[]any{"queue", "properties", "maxRequests", "maximum"}, float64(bounds.MaxQueueRequests)},
+		{[]any{"queue", "properties", "maxRequestsPerTenant", "minimum"}, float64(1)},
+		{[]any{"queue", "properties", "maxRequestsPerTenant", "maximum"}, float64(bounds.MaxQueueRequests)},
 	} {
 		if got := dig(t, spec, c.path...); got != c.want {
 			t.Errorf("CRD spec.%v = %v, want %v", c.path, got, c.want)
+		}
+	}
+
+	// The queue's wait bounds are in its CEL rule: duration('…') literals.
+	rule, _ := dig(t, spec, "queue", "properties", "maxWait", "x-kubernetes-validations", 0, "rule").(string)
+	literals := regexp.MustCompile(`duration\('([^']+)'\)`).FindAllStringSubmatch(rule, -1)
+	if len(literals) != 2 {
+		t.Fatalf("maxWait rule %q: want two duration literals", rule)
+	}
+	for i, want := range []time.Duration{bounds.MinQueueWaitMillis * time.Millisecond, bounds.MaxQueueWaitMillis * time.Millisecond} {
+		if got, err := time.ParseDuration(literals[i][1]); err != nil || got != want {
+			t.Errorf("maxWait rule bound %d = %q, want %v", i, literals[i][1], want)
 		}
 	}
 }

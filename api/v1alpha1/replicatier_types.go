@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/bounds"
@@ -18,6 +20,13 @@ const (
 	MinConcurrency = bounds.MinConcurrency
 	// MaxConcurrency is the upper bound of every concurrency ceiling.
 	MaxConcurrency = bounds.MaxConcurrency
+	// MaxQueueRequests is the upper bound of spec.queue.maxRequests and of
+	// spec.queue.maxRequestsPerTenant.
+	MaxQueueRequests = bounds.MaxQueueRequests
+	// MinQueueWait is the lower bound of spec.queue.maxWait.
+	MinQueueWait = bounds.MinQueueWaitMillis * time.Millisecond
+	// MaxQueueWait is the upper bound of spec.queue.maxWait.
+	MaxQueueWait = bounds.MaxQueueWaitMillis * time.Millisecond
 )
 
 // Strategy selects how the router picks a member of a replica tier.
@@ -161,6 +170,13 @@ type ReplicaTierSpec struct {
 	// tier or to some members. In-flight requests always finish.
 	// +optional
 	Quiesce *QuiesceSpec `json:"quiesce,omitempty"`
+
+	// Queue lets a request the tier cannot admit at once wait, for a bounded
+	// time, until a member can take it (docs/ADMISSION-QUEUE.md). Absent
+	// means no queue: such a request is refused at once with 503 and
+	// Retry-After.
+	// +optional
+	Queue *QueueSpec `json:"queue,omitempty"`
 }
 
 // Member is one replica of the tier's model.
@@ -224,6 +240,38 @@ type UpstreamSpec struct {
 	// +kubebuilder:default="60s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="idleTimeout must be between 1s and 1h"
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+}
+
+// QueueSpec is the admission queue of a tier. A request that arrives while
+// every eligible member and the tier are at their ceilings waits in the
+// queue, holding no member's capacity, and is admitted when a member can
+// take it. A request that finds the queue (or its tenant's share of it)
+// full is refused at once with 429 queue_full; one that waits longer than
+// maxWait is refused with 503 queue_timeout. Both carry Retry-After.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxRequestsPerTenant) || !has(self.maxRequests) || self.maxRequestsPerTenant <= self.maxRequests",message="maxRequestsPerTenant must not exceed maxRequests"
+type QueueSpec struct {
+	// MaxRequests is the most requests that may wait in the tier at once,
+	// all tenants together. A request that arrives when it is reached gets
+	// 429 queue_full.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxRequests int32 `json:"maxRequests,omitempty"`
+
+	// MaxWait is the longest one request waits, from 10ms to 10m. A request
+	// still waiting when it passes gets 503 queue_timeout.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10m')",message="maxWait must be between 10ms and 10m"
+	MaxWait *metav1.Duration `json:"maxWait,omitempty"`
+
+	// MaxRequestsPerTenant is the most requests of one tenant (an API key;
+	// see docs/ADMISSION-QUEUE.md) that may wait in the tier at once, at
+	// most maxRequests, so one tenant cannot fill the queue. A request beyond its tenant's share gets 429
+	// queue_full. Absent means maxRequests.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxRequestsPerTenant *int32 `json:"maxRequestsPerTenant,omitempty"`
 }
 
 // QuiesceSpec is the operator's admission intent. Quiesce stops new

@@ -70,6 +70,8 @@ const (
 	msgEndpointPath     = "endpoint must not have a path"
 	msgHeaderTimeout    = "responseHeaderTimeout must be between 1s and 1h"
 	msgIdleTimeout      = "idleTimeout must be between 1s and 1h"
+	msgQueueWait        = "maxWait must be between 10ms and 10m"
+	msgQueueTenant      = "maxRequestsPerTenant must not exceed maxRequests"
 )
 
 var (
@@ -121,6 +123,9 @@ func ValidateSpec(s *ReplicaTierSpec, path *field.Path) field.ErrorList {
 	}
 	if s.Quiesce != nil {
 		errs = append(errs, validateQuiesce(s.Quiesce, path.Child("quiesce"))...)
+	}
+	if s.Queue != nil {
+		errs = append(errs, validateQueue(s.Queue, path.Child("queue"))...)
 	}
 
 	// The whole-spec CEL rules.
@@ -236,13 +241,20 @@ func validateEndpoint(endpoint string, path *field.Path) field.ErrorList {
 }
 
 func validateCeiling(v *int32, path *field.Path) field.ErrorList {
-	switch {
-	case v == nil:
+	if v == nil {
 		return nil
-	case *v < MinConcurrency:
-		return field.ErrorList{field.Invalid(path, *v, fmt.Sprintf("should be greater than or equal to %d", MinConcurrency))}
-	case *v > MaxConcurrency:
-		return field.ErrorList{field.Invalid(path, *v, fmt.Sprintf("should be less than or equal to %d", MaxConcurrency))}
+	}
+	return validateRange(*v, path, MinConcurrency, MaxConcurrency)
+}
+
+// validateRange checks an integer's OpenAPI minimum and maximum, in the API
+// server's words.
+func validateRange(v int32, path *field.Path, minimum, maximum int32) field.ErrorList {
+	switch {
+	case v < minimum:
+		return field.ErrorList{field.Invalid(path, v, fmt.Sprintf("should be greater than or equal to %d", minimum))}
+	case v > maximum:
+		return field.ErrorList{field.Invalid(path, v, fmt.Sprintf("should be less than or equal to %d", maximum))}
 	}
 	return nil
 }
@@ -255,6 +267,31 @@ func validateTimeout(d *metav1.Duration, path *field.Path, msg string) field.Err
 		return field.ErrorList{field.Invalid(path, "string", msg)}
 	}
 	return nil
+}
+
+// validateQueue mirrors the queue's markers: required fields, the integer
+// bounds, the maxWait CEL rule on the field and the per-tenant CEL rule on
+// the object.
+func validateQueue(q *QueueSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if q.MaxRequests == 0 {
+		errs = append(errs, field.Required(path.Child("maxRequests"), ""))
+	} else {
+		errs = append(errs, validateRange(q.MaxRequests, path.Child("maxRequests"), 1, MaxQueueRequests)...)
+	}
+	switch {
+	case q.MaxWait == nil:
+		errs = append(errs, field.Required(path.Child("maxWait"), ""))
+	case q.MaxWait.Duration < MinQueueWait || q.MaxWait.Duration > MaxQueueWait:
+		errs = append(errs, field.Invalid(path.Child("maxWait"), "string", msgQueueWait))
+	}
+	if q.MaxRequestsPerTenant != nil {
+		errs = append(errs, validateRange(*q.MaxRequestsPerTenant, path.Child("maxRequestsPerTenant"), 1, MaxQueueRequests)...)
+		if q.MaxRequests != 0 && *q.MaxRequestsPerTenant > q.MaxRequests {
+			errs = append(errs, field.Invalid(path, "object", msgQueueTenant))
+		}
+	}
+	return errs
 }
 
 func validateQuiesce(q *QuiesceSpec, path *field.Path) field.ErrorList {

@@ -146,7 +146,7 @@ func newTierConfig(t source.Tier, addrs *hostAddrSet) (*tierConfig, admission.Co
 	if s.EffectiveUpstreamModel() == v1alpha1.UpstreamModelServedModel {
 		cfg.upstreamModel = jsonString(s.ServedModel)
 	}
-	acfg := admission.Config{Strategy: cfg.strategy}
+	acfg := admission.Config{Strategy: cfg.strategy, Queue: admissionQueue(s.Queue)}
 	if s.MaxConcurrency != nil {
 		acfg.MaxConcurrency = int(*s.MaxConcurrency)
 	}
@@ -191,6 +191,24 @@ func newTierConfig(t source.Tier, addrs *hostAddrSet) (*tierConfig, admission.Co
 		}
 	}
 	return cfg, acfg, intent, nil
+}
+
+// admissionQueue converts a tier's spec.queue into the admission queue's
+// configuration: nil (no queue) when the tier has none, and a tenant share of
+// zero (the whole queue) when the spec sets none. The admission owner checks
+// the bounds again when the configuration is applied.
+func admissionQueue(q *v1alpha1.QueueSpec) *admission.Queue {
+	if q == nil {
+		return nil
+	}
+	out := &admission.Queue{MaxRequests: int(q.MaxRequests)}
+	if q.MaxWait != nil {
+		out.MaxWait = q.MaxWait.Duration
+	}
+	if q.MaxRequestsPerTenant != nil {
+		out.MaxRequestsPerTenant = int(*q.MaxRequestsPerTenant)
+	}
+	return out
 }
 
 // jsonString returns s as a JSON string, with no HTML escaping.

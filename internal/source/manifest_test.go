@@ -78,6 +78,31 @@ func TestParseManifest(t *testing.T) {
 			data:      strings.Replace(tierDoc, "name: llama,", "name: Llama_70B,", 1),
 			wantError: "metadata.name",
 		},
+		{
+			desc:      "queue maxWait not a duration",
+			data:      tierDoc + "  queue: {maxRequests: 8, maxWait: soon}\n",
+			wantError: `invalid duration "soon"`,
+		},
+		{
+			desc:      "queue maxWait a bare number",
+			data:      tierDoc + "  queue: {maxRequests: 8, maxWait: 30}\n",
+			wantError: "document 0",
+		},
+		{
+			desc:      "queue without maxRequests",
+			data:      tierDoc + "  queue: {maxWait: 2s}\n",
+			wantError: "spec.queue.maxRequests: Required value",
+		},
+		{
+			desc:      "queue maxRequests not an integer",
+			data:      tierDoc + "  queue: {maxRequests: 1.5, maxWait: 2s}\n",
+			wantError: "document 0",
+		},
+		{
+			desc:      "queue with an unknown field",
+			data:      tierDoc + "  queue: {maxRequests: 8, maxWait: 2s, priority: 1}\n",
+			wantError: `unknown field "priority"`,
+		},
 		{desc: "not YAML", data: "spec: [\n", wantError: "document 0"},
 		{desc: "bad separator", data: tierDoc + "--- junk\n" + tierDoc, wantError: "invalid Yaml document separator"},
 	}
@@ -127,6 +152,29 @@ func TestParseManifestDefaultsAndIntent(t *testing.T) {
 	}
 	if got := tiers[0].Spec.Upstream.IdleTimeout.Duration; got != 2*time.Second {
 		t.Errorf("idle timeout = %v, want 2s", got)
+	}
+}
+
+// TestParseManifestQueue proves the files source carries spec.queue as
+// written, and that a tier without one gets none: no default invents a
+// queue.
+func TestParseManifestQueue(t *testing.T) {
+	tiers, err := parseManifest([]byte(tierDoc), "gpu-node-1")
+	if err != nil || len(tiers) != 1 {
+		t.Fatalf("parseManifest = %v, %v", tiers, err)
+	}
+	if q := tiers[0].Spec.Queue; q != nil {
+		t.Fatalf("a tier without spec.queue has queue %+v", q)
+	}
+	withQueue := tierDoc + "  queue: {maxRequests: 64, maxWait: 1m30s, maxRequestsPerTenant: 16}\n"
+	tiers, err = parseManifest([]byte(withQueue), "gpu-node-1")
+	if err != nil || len(tiers) != 1 {
+		t.Fatalf("parseManifest = %v, %v", tiers, err)
+	}
+	q := tiers[0].Spec.Queue
+	if q == nil || q.MaxRequests != 64 || q.MaxWait == nil || q.MaxWait.Duration != 90*time.Second ||
+		q.MaxRequestsPerTenant == nil || *q.MaxRequestsPerTenant != 16 {
+		t.Fatalf("queue = %+v, want 64 requests, 1m30s, 16 per tenant", q)
 	}
 }
 

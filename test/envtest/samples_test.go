@@ -36,10 +36,15 @@ var _ = Describe("config/samples", func() {
 		}
 		Expect(tiers).To(HaveLen(3))
 		strategies := map[sluicev1.Strategy]int{}
+		queued := 0
 		for _, t := range tiers {
 			strategies[t.Spec.EffectiveStrategy()]++
+			if t.Spec.Queue != nil {
+				queued++
+			}
 			Eventually(condition(ctx, t, sluicev1.ConditionAccepted)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonAccepted, 1)))
 		}
 		Expect(strategies).To(Equal(map[sluicev1.Strategy]int{sluicev1.StrategyCapacity: 1, sluicev1.StrategyRoundRobin: 1, "": 1}))
+		Expect(queued).To(Equal(1), "one sample declares an admission queue")
 	})
 })

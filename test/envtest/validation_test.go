@@ -8,6 +8,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,6 +28,24 @@ var _ = Describe("ReplicaTier validation", func() {
 	BeforeEach(func(ctx context.Context) {
 		err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
+	})
+
+	// A Go object cannot carry a malformed duration, so the table cannot
+	// either: this one is sent as JSON. The files source refuses it when
+	// decoding (TestParseManifest in internal/source).
+	It("refuses a queue maxWait that is not a duration", func(ctx context.Context) {
+		obj := validationtable.Base()
+		obj.Namespace, obj.Name = ns, "malformed-wait"
+		obj.Spec.NodeName = validationNode
+		obj.APIVersion, obj.Kind = sluicev1.GroupVersion.String(), "ReplicaTier"
+		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{Object: raw}
+		Expect(unstructured.SetNestedMap(u.Object, map[string]any{"maxRequests": int64(8), "maxWait": "soon"}, "spec", "queue")).To(Succeed())
+		err = k8sClient.Create(ctx, u)
+		Expect(err).To(HaveOccurred(), "API server accepted maxWait: soon")
+		Expect(err.Error()).To(ContainSubstring("spec.queue.maxWait"))
+		Expect(err.Error()).To(ContainSubstring("maxWait must be between 10ms and 10m"))
 	})
 
 	for i, row := range validationtable.Rows() {

@@ -46,6 +46,15 @@ func ptr(v int32) *int32 { return &v }
 
 func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
+// queue sets the tier's admission queue; perTenant zero leaves the tenant
+// share absent, maxWait nil leaves the wait absent.
+func queue(t *sluicev1.ReplicaTier, maxRequests int32, maxWait *metav1.Duration, perTenant int32) {
+	t.Spec.Queue = &sluicev1.QueueSpec{MaxRequests: maxRequests, MaxWait: maxWait}
+	if perTenant != 0 {
+		t.Spec.Queue.MaxRequestsPerTenant = ptr(perTenant)
+	}
+}
+
 func members(n int) []sluicev1.Member {
 	out := make([]sluicev1.Member, n)
 	for i := range out {
@@ -181,6 +190,54 @@ func Rows() []Row {
 		{Desc: "idle timeout above an hour", Mutate: func(t *sluicev1.ReplicaTier) {
 			t.Spec.Upstream = &sluicev1.UpstreamSpec{IdleTimeout: dur(2 * time.Hour)}
 		}, WantErrors: []string{"spec.upstream.idleTimeout", "between 1s and 1h"}},
+
+		// The admission queue.
+		{Desc: "valid queue at its lower bounds", Mutate: func(t *sluicev1.ReplicaTier) {
+			queue(t, 1, dur(10*time.Millisecond), 1)
+		}},
+		{Desc: "valid queue at its upper bounds", Mutate: func(t *sluicev1.ReplicaTier) {
+			queue(t, 10000, dur(10*time.Minute), 10000)
+		}},
+		{Desc: "valid queue without a tenant share", Mutate: func(t *sluicev1.ReplicaTier) {
+			queue(t, 64, dur(30*time.Second), 0)
+		}},
+		{Desc: "valid queue on a direct tier", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Strategy = ""
+			t.Spec.Members = t.Spec.Members[:1]
+			queue(t, 8, dur(2*time.Second), 4)
+		}},
+		{Desc: "queue without maxRequests", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, 0, dur(time.Second), 0) },
+			WantErrors: []string{"spec.queue.maxRequests: Required value"}},
+		{Desc: "queue maxRequests negative", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, -1, dur(time.Second), 0) },
+			WantErrors: []string{"spec.queue.maxRequests", "greater than or equal to 1"}},
+		{Desc: "queue maxRequests above bound", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, 10001, dur(time.Second), 0) },
+			WantErrors: []string{"spec.queue.maxRequests", "less than or equal to 10000"}},
+		{Desc: "queue without maxWait", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, 8, nil, 0) },
+			WantErrors: []string{"spec.queue.maxWait: Required value"}},
+		{Desc: "queue maxWait just below 10ms", Mutate: func(t *sluicev1.ReplicaTier) {
+			queue(t, 8, dur(10*time.Millisecond-time.Microsecond), 0)
+		}, WantErrors: []string{"spec.queue.maxWait", "maxWait must be between 10ms and 10m"}},
+		{Desc: "queue maxWait just above 10m", Mutate: func(t *sluicev1.ReplicaTier) {
+			queue(t, 8, dur(10*time.Minute+time.Millisecond), 0)
+		}, WantErrors: []string{"spec.queue.maxWait", "maxWait must be between 10ms and 10m"}},
+		{Desc: "queue maxWait zero", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, 8, dur(0), 0) },
+			WantErrors: []string{"spec.queue.maxWait", "maxWait must be between 10ms and 10m"}},
+		{Desc: "queue maxWait negative", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, 8, dur(-time.Second), 0) },
+			WantErrors: []string{"spec.queue.maxWait", "maxWait must be between 10ms and 10m"}},
+		{Desc: "queue tenant share zero", Mutate: func(t *sluicev1.ReplicaTier) {
+			queue(t, 8, dur(time.Second), 0)
+			t.Spec.Queue.MaxRequestsPerTenant = ptr(0)
+		}, WantErrors: []string{"spec.queue.maxRequestsPerTenant", "greater than or equal to 1"}},
+		{Desc: "valid queue tenant share equal to maxRequests", Mutate: func(t *sluicev1.ReplicaTier) {
+			queue(t, 8, dur(time.Second), 8)
+		}},
+		{Desc: "queue tenant share above maxRequests", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, 8, dur(time.Second), 9) },
+			WantErrors: []string{"spec.queue: Invalid value", "maxRequestsPerTenant must not exceed maxRequests"}},
+		{Desc: "queue tenant share above bound", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, 10000, dur(time.Second), 10001) },
+			WantErrors: []string{"spec.queue.maxRequestsPerTenant", "less than or equal to 10000",
+				"maxRequestsPerTenant must not exceed maxRequests"}},
+		{Desc: "queue with every required field missing", Mutate: func(t *sluicev1.ReplicaTier) { queue(t, 0, nil, 0) },
+			WantErrors: []string{"spec.queue.maxRequests: Required value", "spec.queue.maxWait: Required value"}},
 
 		// Whole-spec rules.
 		{Desc: "strategy on a direct tier", Mutate: func(t *sluicev1.ReplicaTier) {
