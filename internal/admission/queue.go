@@ -141,13 +141,14 @@ func (t *Tier) arriveLocked(ctx context.Context, v *membership, ready *[MaxMembe
 		return nil, Waited{}, ErrNoEligibleMember
 	}
 	l := q.lines[who]
-	switch {
-	case q.n >= q.cfg.MaxRequests:
+	switch n := q.n; {
+	case n >= q.cfg.MaxRequests:
 		t.mu.Unlock()
-		return nil, Waited{}, fmt.Errorf("%w: %d requests wait in the tier", ErrQueueFull, q.n)
+		return nil, Waited{}, fmt.Errorf("%w: %d requests wait in the tier", ErrQueueFull, n)
 	case l != nil && l.n >= q.cfg.MaxRequestsPerTenant:
+		n = l.n
 		t.mu.Unlock()
-		return nil, Waited{}, fmt.Errorf("%w: the tenant's %d requests wait in the tier", ErrQueueFull, l.n)
+		return nil, Waited{}, fmt.Errorf("%w: the tenant's %d requests wait in the tier", ErrQueueFull, n)
 	case ctx.Err() != nil:
 		t.mu.Unlock()
 		return nil, Waited{}, fmt.Errorf("%w: %w", ErrClientGone, ctx.Err())
