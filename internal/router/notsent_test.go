@@ -228,8 +228,9 @@ func TestWriteFailureNotSent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = (&memberClient{}).send(context.Background(), ex, c, req, time.Now().Add(failSafe))
+			resp, err := (&memberClient{}).send(context.Background(), ex, c, req, time.Now().Add(failSafe))
 			if err == nil {
+				_ = resp.Body.Close()
 				t.Fatal("send succeeded")
 			}
 			if errors.Is(err, errNotSent) != tt.wantNotSent || errors.Is(err, errMemberReset) != tt.wantReset {
