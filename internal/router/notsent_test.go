@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/evidence"
 )
 
@@ -242,4 +243,45 @@ func TestWriteFailureNotSent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNotSentHandedOver proves a request its member never saw, whose tier's
+// admission was handed over to a successor before the second admission,
+// goes to the successor (Options.HandedOver) with the client's body
+// readable again, reaching no other member and holding no body buffer.
+func TestNotSentHandedOver(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	gpu1 := newUpstream(t, "gpu1", nil)
+	var forwarded []byte
+	f.rt.handedOver = func(w http.ResponseWriter, r *http.Request) {
+		forwarded, _ = io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusTeapot)
+	}
+	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", gpu1.srv.URL, 2}}))
+	ts, _ := f.rt.table.Load().lookup("ns/llama")
+	var handover *admission.Handover
+	f.rt.onRelease = func(string, string) {
+		// The first lease's release, between the two admissions.
+		h, _, err := ts.admission.HandOver(make(chan struct{}, 1))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		handover = h
+	}
+	body := chat("llama")
+	resp, _ := f.mustPost(pathChatCompletions, body, nil)
+	if handover != nil {
+		defer handover.Cancel()
+	}
+	if resp.StatusCode != http.StatusTeapot || string(forwarded) != body {
+		t.Fatalf("got %d, forwarded %q; want the successor's answer and the body %q", resp.StatusCode, forwarded, body)
+	}
+	if gpu1.requests.Load() != 0 || f.ready.recheckCalls("ns/llama", "gpu0") != 1 {
+		t.Fatalf("gpu1 saw %d requests, gpu0 rechecked %d times; want 0 and 1", gpu1.requests.Load(),
+			f.ready.recheckCalls("ns/llama", "gpu0"))
+	}
+	f.assertIdle("ns/llama")
+	checkBodiesReleased(t, f)
 }
