@@ -19,8 +19,7 @@ import (
 // the client gets that refusal (503 with Retry-After), as any request
 // admission refuses. The request's body buffers move from ex to the new
 // exchange, or are released here. It returns nil when it answered the
-// request itself (docs/CONTRACT.md, "a request the engine cannot have
-// seen").
+// request itself (docs/ROUTER.md#a-request-the-engine-cannot-have-seen).
 func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) *exchange {
 	o := ex.outcome
 	// The first attempt's fields; the member stays in NotSentMember.

@@ -234,7 +234,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ex.serve(w, r)
 			if ex.notSent {
 				// The member never saw the request: admission once more,
-				// without it (docs/ROUTER.md#21-the-member-client).
+				// without it (docs/ROUTER.md#a-request-the-engine-cannot-have-seen).
 				if ex = rt.readmit(w, r, ex); ex != nil {
 					ex.serve(w, r)
 				}
