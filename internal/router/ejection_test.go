@@ -7,20 +7,19 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// TestPassiveEjection proves a member that refuses connections, or resets
-// a fresh one before any response byte, costs one request: that request
-// gets its one attempt (502, no second member), Recheck is called once for
-// the member, and with readiness honouring it the following requests go to
-// the other member without a failure.
+// TestPassiveEjection proves a member that resets a fresh connection, or
+// closes it, after taking the request and before any response byte costs
+// one request: that request gets its one attempt (502, no second member),
+// Recheck is called once for the member, and with readiness honouring it
+// the following requests go to the other member without a failure. A
+// member that refuses the connection costs none: TestNotSentReadmitted.
 func TestPassiveEjection(t *testing.T) {
 	const following = 20
 	tests := []struct {
 		desc      string
-		refused   bool
 		closes    bool // the member closes the connection instead of resetting it.
 		wantEject Ejection
 	}{
-		{desc: "connection refused", refused: true, wantEject: EjectRefused},
 		{desc: "reset before any response byte", wantEject: EjectReset},
 		{desc: "closed after taking the request", closes: true, wantEject: EjectClosed},
 	}
@@ -36,12 +35,8 @@ func TestPassiveEjection(t *testing.T) {
 					}
 					resetConnection(w)
 				})
-				endpoint0 := gpu0.srv.URL
-				if tt.refused {
-					endpoint0 = closedAddress(t)
-				}
 				f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-					[]memberSpec{{"gpu0", endpoint0, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+					[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
 
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
@@ -72,7 +67,7 @@ func TestPassiveEjection(t *testing.T) {
 				if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
 					t.Fatalf("Recheck called %d times in all, want 1", n)
 				}
-				if got := gpu0.requests.Load(); !tt.refused && got != 1 {
+				if got := gpu0.requests.Load(); got != 1 {
 					t.Fatalf("gpu0 saw %d requests, want the one it reset", got)
 				}
 				f.assertIdle("ns/llama")

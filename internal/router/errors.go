@@ -67,6 +67,12 @@ var (
 	// request's bytes (docs/ROUTER.md#21-the-member-client). The request
 	// goes out once more, on a fresh connection.
 	errNotReceived = errors.New("router: request not received by the member")
+	// errNotSent reports a request no byte of which was written to the
+	// member: the connection was refused, or a fresh one was reset before
+	// its first byte went out. It wraps errMemberRefused or errMemberReset.
+	// The engine cannot have seen the request, so it goes back to admission
+	// once (readmit), never to the same member.
+	errNotSent = errors.New("router: request not sent to the member")
 	// errMemberRefused reports a member that refused the connection.
 	errMemberRefused = errors.New("router: member refused the connection")
 	// errMemberReset reports a member that reset a fresh connection before

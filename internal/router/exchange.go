@@ -92,6 +92,13 @@ type exchange struct {
 
 	phase phase
 
+	// notSent says the member never saw the request (errNotSent): the
+	// lease is released and nothing was answered, and the router admits
+	// the request once more (readmit). readmitted says this exchange is
+	// that second admission's, which is never admitted again.
+	notSent    bool
+	readmitted bool
+
 	resp    memberBody // the member's response body, once headers arrived.
 	outcome Outcome    // written only on the serving goroutine.
 
@@ -117,7 +124,9 @@ type exchange struct {
 
 // serve sends the request to the member through the reverse proxy. The
 // outgoing request carries no body reader: the member client writes the
-// exchange's body buffer.
+// exchange's body buffer. When the member never saw the request (notSent)
+// serve answers nothing and records nothing: the caller admits the request
+// again (readmit).
 func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
 	out := r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	out.Body = http.NoBody
@@ -133,6 +142,9 @@ func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
 		var p any
 		if !returned {
 			p = recover() // nil for runtime.Goexit.
+		}
+		if returned && ex.notSent {
+			return // readmit owns the request, its body and its outcome now.
 		}
 		aborted := !returned
 		switch {
@@ -274,9 +286,10 @@ func (ex *exchange) contentEvents(n int) {
 
 // failed reports that the exchange failed before response headers and
 // returns the error the client gets: nil when the client went away (nobody
-// is listening), 504 when the member did not answer within
-// responseHeaderTimeout, 502 otherwise. A member that refused the
-// connection or reset it before any response byte is ejected (eject).
+// is listening) and when the member never saw the request (notSent), 504
+// when the member did not answer within responseHeaderTimeout, 502
+// otherwise. A member that refused the connection or reset it before any
+// response byte is ejected (eject).
 func (ex *exchange) failed(err error) *apiError {
 	ex.settle()
 	o := &ex.outcome
@@ -284,6 +297,12 @@ func (ex *exchange) failed(err error) *apiError {
 		ex.eject(reason)
 	}
 	switch {
+	case ex.in.Err() == nil && !ex.readmitted && errors.Is(err, errNotSent):
+		// Not a byte reached the member: the request goes back to
+		// admission once, without it (readmit).
+		ex.notSent = true
+		o.NotSentMember, o.NotSentEjection, o.Ejection = o.Member, o.Ejection, ""
+		return nil
 	case ex.in.Err() != nil:
 		o.End, o.Status = EndClientGone, StatusClientClosedRequest
 		return nil

@@ -162,8 +162,10 @@ func (u *memberClient) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // send writes the request on c and reads the response headers by deadline.
 // On failure c is closed and the error says whether the member provably
-// never received the request (errNotReceived, only for a reused c) or
-// reset the connection before any response byte (errMemberReset).
+// never received the request (errNotReceived, only for a reused c), reset
+// a fresh c before any request byte was written (errNotSent and
+// errMemberReset) or reset the connection before any response byte
+// (errMemberReset).
 func (u *memberClient) send(ctx context.Context, ex *exchange, c *memberConn, req *http.Request, deadline time.Time) (*http.Response, error) {
 	stop := context.AfterFunc(ctx, c.abort)
 	fail := func(err error) (*http.Response, error) {
@@ -188,7 +190,13 @@ func (u *memberClient) send(ctx context.Context, ex *exchange, c *memberConn, re
 			// Not a byte left this side: the member saw nothing.
 			return fail(fmt.Errorf("%w: %w", errNotReceived, err))
 		}
-		return fail(c.resetError(err))
+		err = c.resetError(err)
+		if n == 0 && errors.Is(err, errMemberReset) {
+			// A fresh connection reset before its first byte: the member
+			// saw nothing either.
+			err = fmt.Errorf("%w: %w", errNotSent, err)
+		}
+		return fail(err)
 	}
 	ex.sent()
 	c.limit.set(maxResponseHeaderBytes)
@@ -394,13 +402,14 @@ func (u *memberClient) closeIdle(drop func(*memberConn) bool) {
 }
 
 // dial connects to route's member by deadline, with the TLS handshake for
-// an https member. A refused connection is errMemberRefused.
+// an https member. A refused connection is errMemberRefused, and
+// errNotSent: not a byte of the request left.
 func (u *memberClient) dial(ctx context.Context, route *memberRoute, deadline time.Time) (*memberConn, error) {
 	d := net.Dialer{Deadline: deadline, KeepAlive: tcpKeepAlive}
 	raw, err := d.DialContext(ctx, "tcp", route.addr)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			err = fmt.Errorf("%w: %w", errMemberRefused, err)
+			err = fmt.Errorf("%w: %w: %w", errNotSent, errMemberRefused, err)
 		}
 		return nil, err
 	}

@@ -240,6 +240,18 @@ type Outcome struct {
 	// ProtocolError says how the member broke the protocol before response
 	// headers (heads too large, too many 1xx, 101); empty when it did not.
 	ProtocolError ProtocolError
+	// NotSentMember is the member the request was leased to first when not
+	// a byte of it reached that member (the connection was refused, or a
+	// fresh one reset before the first byte was written): the member was
+	// ejected for NotSentEjection and the request went back to admission
+	// once, without it. Member, End and Ejection then describe the second
+	// admission's attempt, or Result its refusal. Empty when the first
+	// member was sent the request. The decision record does not carry it:
+	// its schema has one attempt, the one that may have reached an engine.
+	NotSentMember string
+	// NotSentEjection is why NotSentMember was ejected (EjectRefused or
+	// EjectReset); empty with NotSentMember.
+	NotSentEjection Ejection
 	// Selection is the lease's scheduler decision for Capacity tiers (the
 	// captured one, never recomputed) and nil otherwise.
 	Selection *scheduler.Decision

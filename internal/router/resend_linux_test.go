@@ -183,8 +183,10 @@ func TestReadThenClosedIsNotResent(t *testing.T) {
 
 // TestResendIsNotRetried proves the resend is made once: when the engine
 // closed the reused connection under the request and then stopped
-// listening, the fresh connection is refused, the client gets 502 with the
-// member ejected, and nothing is tried a third time.
+// listening, the fresh connection is refused and the member ejected, and
+// nothing is tried a third time on it. The engine never saw the request,
+// so it goes back to admission once without the member; the tier has no
+// other, and the client gets admission's refusal.
 func TestResendIsNotRetried(t *testing.T) {
 	var served atomic.Int64
 	engine := newRawEngine(t, func(c net.Conn, br *bufio.Reader) {
@@ -208,11 +210,11 @@ func TestResendIsNotRetried(t *testing.T) {
 		engine.closeConn(local.String())
 	}
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
-		t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "no_eligible_member" {
+		t.Fatalf("second request: %d %s, want 503 no_eligible_member", resp.StatusCode, body)
 	}
-	if o := f.outcome(); o.End != EndUnavailable || o.Ejection != EjectRefused {
-		t.Fatalf("outcome %+v, want upstream_unavailable ejected connection_refused", o)
+	if o := f.outcome(); o.Result != ResultNotAdmitted || o.NotSentMember != "gpu0" || o.NotSentEjection != EjectRefused {
+		t.Fatalf("outcome %+v, want not admitted after gpu0 ejected connection_refused", o)
 	}
 	if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
 		t.Fatalf("Recheck called %d times, want 1", n)

@@ -243,6 +243,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// docs/ROUTER.md#2-request-path, then the single upstream attempt.
 		if ex := rt.admit(w, r); ex != nil {
 			ex.serve(w, r)
+			if ex.notSent {
+				// The member never saw the request: admission once more,
+				// without it (docs/ROUTER.md#a-request-the-engine-cannot-have-seen).
+				if ex = rt.readmit(w, r, ex); ex != nil {
+					ex.serve(w, r)
+				}
+			}
 		}
 	case pathModels:
 		rt.serveModels(w, r)
@@ -475,6 +482,27 @@ func (rt *Router) Dispatch() {
 	for _, ts := range rt.table.Load().served {
 		ts.admission.Dispatch()
 	}
+}
+
+// reacquire is acquire for a request that member never saw (readmit): the
+// member is not ready in the admission inputs, so the request never goes
+// to it again.
+func (rt *Router) reacquire(ts *tierState, member string) (*admission.Lease, *tierConfig, error) {
+	var err error
+	for range maxAcquireAttempts {
+		cfg := ts.cfg.Load()
+		in := admission.Inputs{ReadmitEpoch: ts.admission.ReadmitEpoch()}
+		in.Ready = withoutMember(rt.ready(ts.key, cfg), member)
+		if cfg.strategy == admission.StrategyCapacity {
+			in.Pressure = rt.pressures(ts.key, cfg)
+		}
+		var lease *admission.Lease
+		lease, err = ts.admission.Acquire(in)
+		if !errors.Is(err, admission.ErrInvalidInput) {
+			return lease, cfg, err
+		}
+	}
+	return nil, nil, err
 }
 
 // ready returns the readiness of exactly the members of cfg: a member the

@@ -46,6 +46,8 @@ func TestSentinel(t *testing.T) {
 			sseHeaders(w)
 			writeEvents(w, "data: "+upstreamMarker+"\n\n")
 			resetConnection(w)
+		case "drop":
+			closeConnection(w)
 		case "hold":
 			sseHeaders(w)
 			writeEvents(w, "data: "+upstreamMarker+"\n\n")
@@ -61,6 +63,7 @@ func TestSentinel(t *testing.T) {
 		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
 			[]memberSpec{{"gpu0", up.srv.URL, 1}, {"gpu1", up.srv.URL, 1}}, tierMax(1)),
 		newTier("ns/down", []string{"down"}, "", []memberSpec{{"gpu0", refused, 1}}),
+		newTier("ns/drop", []string{"drop"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}}),
 		newTier("ns/slow", []string{"slow"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}}, timeouts(50*time.Millisecond, time.Minute)),
 	)
 
@@ -105,7 +108,8 @@ func TestSentinel(t *testing.T) {
 	send("llama", "", auth, 200, false)
 	send("llama", "", with(auth, "X-Request-Id", "http://127.0.0.1:9/"+promptMarker), 200, false) // not a safe id: replaced.
 	send("llama", "", with(auth, "X-Mode", "500"), 500, false)
-	send("down", "", auth, 502, true)
+	send("down", "", auth, 503, true) // its only member never saw the request: admitted again, refused.
+	send("drop", "", with(auth, "X-Mode", "drop"), 502, true)
 	send("slow", "", with(auth, "X-Mode", "stall"), 504, true)
 
 	// A reset mid-body: the client sees a broken stream.

@@ -162,8 +162,9 @@ func TestTraceAdmittedRequest(t *testing.T) {
 
 // TestTraceRefusedAndFailed proves a request the router answers itself gets
 // a span with its result and code: refused before alias resolution
-// (without alias or tier), not admitted (503, status Error), and an
-// exchange that failed (502, status Error). A request without a
+// (without alias or tier), not admitted (503, status Error: among them a
+// request whose only member refused the connection), and an exchange that
+// failed (502, status Error). A request without a
 // traceparent starts a trace of its own.
 func TestTraceRefusedAndFailed(t *testing.T) {
 	keys, _ := ParseKeys([]byte("sk-key\n"))
@@ -175,6 +176,7 @@ func TestTraceRefusedAndFailed(t *testing.T) {
 		key       string
 		mutate    func(*v1alpha1.ReplicaTierSpec)
 		endpoint  string
+		closes    bool // the member closes the connection after taking the request.
 		noTier    bool // refused before alias resolution.
 		wantAttrs map[string]attribute.Value
 		wantError string // the span's status description, "" for Unset.
@@ -209,13 +211,25 @@ func TestTraceRefusedAndFailed(t *testing.T) {
 			wantError: "tier_quiesced",
 		},
 		{
+			// The only member never saw the request: admitted again
+			// without it, the request is not admitted.
 			desc: "member refuses the connection", model: "llama", key: "sk-key", endpoint: closed.URL,
+			wantAttrs: map[string]attribute.Value{
+				"sluice.admission.result":   attribute.StringValue("not_admitted"),
+				"sluice.code":               attribute.StringValue("no_eligible_member"),
+				"http.response.status_code": attribute.IntValue(503),
+				"error.type":                attribute.StringValue("no_eligible_member"),
+			},
+			wantError: "no_eligible_member",
+		},
+		{
+			desc: "member closes the connection after taking the request", model: "llama", key: "sk-key", closes: true,
 			wantAttrs: map[string]attribute.Value{
 				"sluice.admission.result":   attribute.StringValue("admitted"),
 				"sluice.code":               attribute.StringValue("upstream_unavailable"),
 				"sluice.member":             attribute.StringValue("gpu0"),
 				"sluice.stream_outcome":     attribute.StringValue("upstream_unavailable"),
-				"sluice.ejection":           attribute.StringValue("connection_refused"),
+				"sluice.ejection":           attribute.StringValue("connection_closed"),
 				"http.response.status_code": attribute.IntValue(502),
 				"error.type":                attribute.StringValue("upstream_unavailable"),
 			},
@@ -226,6 +240,9 @@ func TestTraceRefusedAndFailed(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			f, exp := newTracedFixture(t, fixtureOptions{keys: keys})
 			up := newUpstream(t, "gpu0", nil)
+			if tt.closes {
+				up.handle(func(w http.ResponseWriter, _ *http.Request) { closeConnection(w) })
+			}
 			endpoint := up.srv.URL
 			if tt.endpoint != "" {
 				endpoint = tt.endpoint

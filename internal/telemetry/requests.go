@@ -300,6 +300,11 @@ func (m *RequestMetrics) Record(o router.Outcome) {
 		// cached.
 		m.ejections.WithLabelValues(o.Tier, o.Member, string(o.Ejection)).Inc()
 	}
+	if o.NotSentEjection != "" {
+		// The member the request was not sent to before its second
+		// admission: as rare, not cached either.
+		m.ejections.WithLabelValues(o.Tier, o.NotSentMember, string(o.NotSentEjection)).Inc()
+	}
 	if o.ProtocolError != "" {
 		// Rarer still: not cached either.
 		m.protocol.WithLabelValues(o.Tier, o.Member, string(o.ProtocolError)).Inc()

@@ -300,3 +300,29 @@ func histogramOf(t *testing.T, reg *prometheus.Registry, name, labels string) *d
 	t.Fatalf("no %s{%s}", name, labels)
 	return nil
 }
+
+// TestRequestMetricsNotSent proves a request whose first member never saw
+// it counts that member's ejection, whether its second admission was
+// served by another member or refused, and counts the request once, under
+// its second admission's member and outcome.
+func TestRequestMetricsNotSent(t *testing.T) {
+	m := NewRequestMetrics()
+	m.Record(router.Outcome{Tier: "ns/cap", Alias: "cap", Result: router.ResultAdmitted, Member: "gpu1", Status: 200,
+		End: router.EndComplete, NotSentMember: "gpu0", NotSentEjection: router.EjectRefused})
+	m.Record(router.Outcome{Tier: "ns/cap", Alias: "cap", Result: router.ResultNotAdmitted, Code: "no_eligible_member",
+		Status: 503, NotSentMember: "gpu0", NotSentEjection: router.EjectReset})
+	want := `
+# HELP sluice_requests_total Inference requests by tier, member and outcome (admitted, not_admitted, refused).
+# TYPE sluice_requests_total counter
+sluice_requests_total{member="",outcome="not_admitted",tier="ns/cap"} 1
+sluice_requests_total{member="",outcome="refused",tier=""} 0
+sluice_requests_total{member="gpu1",outcome="admitted",tier="ns/cap"} 1
+# HELP sluice_member_ejections_total Members taken out of selection until a readiness probe passes, by reason (connection_refused, connection_reset, connection_closed).
+# TYPE sluice_member_ejections_total counter
+sluice_member_ejections_total{member="gpu0",reason="connection_refused",tier="ns/cap"} 1
+sluice_member_ejections_total{member="gpu0",reason="connection_reset",tier="ns/cap"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), nameRequests, nameEjections); err != nil {
+		t.Fatal(err)
+	}
+}

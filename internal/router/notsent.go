@@ -1,0 +1,106 @@
+package router
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+
+	"github.com/sluice-dev/sluice/internal/admission"
+)
+
+// readmit admits once more a request whose first member never saw it
+// (exchange.notSent: the connection was refused, or a fresh one reset
+// before the first request byte was written). The first exchange's lease
+// is released and its member ejected already. The request goes through
+// admission again with that member left out (reacquire) and gets a new
+// exchange, which is never admitted a third time; when admission refuses,
+// the client gets that refusal (503 with Retry-After), as any request
+// admission refuses. The request's body buffers move from ex to the new
+// exchange, or are released here. It returns nil when it answered the
+// request itself (docs/ROUTER.md#a-request-the-engine-cannot-have-seen).
+func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) *exchange {
+	o := ex.outcome
+	// The first attempt's fields; the member stays in NotSentMember.
+	o.Result, o.Member, o.Dispatch, o.Selection = "", "", 0, nil
+	held := ex.held
+	ex.held = heldBodies{}
+	defer held.release()
+	ts := ex.tier
+	delete(w.Header(), headerMember)
+
+	scheduled := rt.clock.Now()
+	lease, cfg, err := rt.reacquire(ts, o.NotSentMember)
+	o.Schedule += rt.clock.Since(scheduled)
+	if err != nil {
+		if errors.Is(err, admission.ErrHandedOver) && rt.handedOver != nil {
+			body := held[0].b
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			rt.handedOver(w, r)
+			rt.endHandedOver(&o)
+			return nil
+		}
+		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
+		return nil
+	}
+	route := cfg.member(lease.Member())
+	if route == nil {
+		route = ts.cfg.Load().member(lease.Member())
+	}
+	o.Result, o.Member = ResultAdmitted, lease.Member()
+	o.Dispatch = rt.clock.Since(o.Start)
+	if rt.recorder != nil || o.trace != nil {
+		o.Selection = lease.Selection()
+	}
+	next := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: rebody(rt, &held, cfg.upstreamModel),
+		held: held, idHeader: ex.idHeader, headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: ex.in,
+		fields: ex.fields, readmitted: true}
+	if rt.intervals != nil && next.fields != 0 {
+		next.intervals = rt.intervals.Intervals(ts.key, o.Member)
+	}
+	held = heldBodies{} // the new exchange releases them now.
+	if route == nil {
+		// Unreachable, as in admit.
+		next.held.release()
+		if e := next.failed(errNoRoute); e != nil {
+			e.write(w)
+		}
+		next.outcome.Duration = rt.clock.Since(next.outcome.Start)
+		rt.finish(&next.outcome)
+		return nil
+	}
+	w.Header()[headerMember] = route.memberName
+	return next
+}
+
+// rebody returns the body to send under a configuration whose tier
+// serves upstreamModel: the client's body as read (held[0]), or its copy
+// naming upstreamModel in held[1], made as admit makes it. The tier may
+// have been reconfigured since the first admission.
+func rebody(rt *Router, held *heldBodies, upstreamModel []byte) []byte {
+	body := held[0].b
+	model, _ := modelField(body) // the body passed this check in admit.
+	n := rewriteSize(upstreamModel, body, model)
+	if n == 0 {
+		return body
+	}
+	if held[1] == nil {
+		held[1], _ = newBodyBuf(rt.bodies, n, true)
+	} else {
+		_ = held[1].grow(n, n, true)
+	}
+	held[1].b = rewriteModel(held[1].b[:0], body, model, upstreamModel)
+	return held[1].b
+}
+
+// withoutMember returns a copy of ready with member not ready, or ready
+// itself when it does not name member (a reconfiguration dropped it).
+func withoutMember(ready map[string]bool, member string) map[string]bool {
+	if !ready[member] {
+		return ready
+	}
+	out := maps.Clone(ready)
+	out[member] = false
+	return out
+}
