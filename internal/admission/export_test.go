@@ -7,4 +7,3 @@ func DrainWaiting(t *Tier) bool {
 	defer t.mu.Unlock()
 	return t.wake != nil
 }
-

@@ -42,9 +42,9 @@ type Tier struct {
 	// queue holds the requests waiting for admission (Wait).
 	queue waitQueue
 
-	clock  clock.Clock   // times waits; immutable.
-	inputs func() Inputs // the inputs of a dispatch; immutable.
-	onQueued func() // WithQueued; nil calls nothing.
+	clock    clock.Clock   // times waits; immutable.
+	inputs   func() Inputs // the inputs of a dispatch; immutable.
+	onQueued func()        // WithQueued; nil calls nothing.
 }
 
 // Option configures a Tier at New.

@@ -72,6 +72,7 @@ func exchangeOf(ctx context.Context) *exchange {
 type exchange struct {
 	rt    *Router
 	tier  *tierState
+	who   admission.Tenant // whom the request waits for in the tier's queue.
 	route *memberRoute
 	lease *admission.Lease
 	body  []byte // the request body sent to the member.

@@ -43,7 +43,7 @@ func handoverRouter(t *testing.T, tiers []source.Tier) *Router {
 func admit(t *testing.T, rt *Router, tier string) *admission.Lease {
 	t.Helper()
 	ts, _ := rt.table.Load().lookup(tier)
-	l, _, _, err := rt.acquire(t.Context(), ts, admission.Tenant{})
+	l, _, err := rt.acquire(t.Context(), ts, admission.Tenant{}, "", &Outcome{})
 	if err != nil {
 		t.Fatalf("acquire %s: %v", tier, err)
 	}
@@ -127,14 +127,14 @@ func TestHandoverSnapshotAndReleases(t *testing.T) {
 		t.Fatalf("successor counts %v, predecessor's %v", got, want)
 	}
 	ts, _ := old.table.Load().lookup("ns/llama")
-	if _, _, _, err := old.acquire(t.Context(), ts, admission.Tenant{}); !errors.Is(err, admission.ErrHandedOver) {
+	if _, _, err := old.acquire(t.Context(), ts, admission.Tenant{}, "", &Outcome{}); !errors.Is(err, admission.ErrHandedOver) {
 		t.Fatalf("predecessor acquire after the handover = %v, want ErrHandedOver", err)
 	}
 	// The successor's ceiling counts the adopted leases: gpu0 and gpu1
 	// have room for one more between them.
 	fresh := admit(t, successor, "ns/llama")
 	sts, _ := successor.table.Load().lookup("ns/llama")
-	if _, _, _, err := successor.acquire(t.Context(), sts, admission.Tenant{}); !errors.Is(err, admission.ErrTierFull) {
+	if _, _, err := successor.acquire(t.Context(), sts, admission.Tenant{}, "", &Outcome{}); !errors.Is(err, admission.ErrTierFull) {
 		t.Fatalf("successor acquire over the ceilings = %v, want ErrTierFull", err)
 	}
 	fresh.Release()

@@ -1,13 +1,8 @@
 package router
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"maps"
 	"net/http"
-
-	"github.com/sluice-dev/sluice/internal/admission"
 )
 
 // readmit admits once more a request whose first member never saw it
@@ -15,9 +10,10 @@ import (
 // before the first request byte was written). The first exchange's lease
 // is released and its member ejected already. The request goes through
 // admission again with that member left out (reacquire) and gets a new
-// exchange, which is never admitted a third time; when admission refuses,
-// the client gets that refusal (503 with Retry-After), as any request
-// admission refuses. The request's body buffers move from ex to the new
+// exchange, which is never admitted a third time. Like the first admission
+// it may wait in the tier's queue; when admission refuses, the client gets
+// that refusal (503 or 429 with Retry-After), as any request admission
+// refuses. The request's body buffers move from ex to the new
 // exchange, or are released here. It returns nil when it answered the
 // request itself (docs/ROUTER.md#a-request-the-engine-cannot-have-seen).
 func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) *exchange {
@@ -30,18 +26,9 @@ func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	ts := ex.tier
 	delete(w.Header(), headerMember)
 
-	scheduled := rt.clock.Now()
-	lease, cfg, err := rt.reacquire(ts, o.NotSentMember)
-	o.Schedule += rt.clock.Since(scheduled)
+	lease, cfg, err := rt.acquire(ex.in, ts, ex.who, o.NotSentMember, &o)
 	if err != nil {
-		if errors.Is(err, admission.ErrHandedOver) && rt.handedOver != nil {
-			body := held[0].b
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-			rt.handedOver(w, r)
-			rt.endHandedOver(&o)
-			return nil
-		}
-		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
+		rt.notAdmitted(w, r, held[0].b, &o, err)
 		return nil
 	}
 	route := cfg.member(lease.Member())
@@ -53,7 +40,7 @@ func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	if rt.recorder != nil || o.trace != nil {
 		o.Selection = lease.Selection()
 	}
-	next := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: rebody(rt, &held, cfg.upstreamModel),
+	next := &exchange{rt: rt, tier: ts, who: ex.who, route: route, lease: lease, outcome: o, body: rebody(rt, &held, cfg.upstreamModel),
 		held: held, idHeader: ex.idHeader, headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: ex.in,
 		fields: ex.fields, readmitted: true}
 	if rt.intervals != nil && next.fields != 0 {

@@ -372,3 +372,45 @@ func TestNoQueueRefusesAtOnce(t *testing.T) {
 	qf.free <- struct{}{}
 	held.reply(t)
 }
+
+// TestNotSentWaitsInQueue: a request whose member refused the connection
+// goes back to admission once without that member, and when the other
+// members are full it waits in the queue like any request, then is served.
+func TestNotSentWaitsInQueue(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	queued, arrived, free := make(chan struct{}, 4), make(chan string, 4), make(chan struct{}, 4)
+	f.rt.admissionOptions = []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}
+	gpu1 := newUpstream(t, "gpu1", nil)
+	gpu1.handle(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Header.Get("X-Test-Name")
+		<-free
+		_, _ = io.WriteString(w, "{}")
+	})
+	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]memberSpec{{"gpu0", closedAddress(t), 1}, {"gpu1", gpu1.srv.URL, 1}}, withQueue(4, time.Minute, 0)))
+	qf := &queueFixture{fixture: f, queued: queued, arrived: arrived, free: free}
+	held := qf.hold(t, "held", nil)
+	f.ready.pass("ns/llama", "gpu0") // gpu0 is ready again, and still refuses.
+	late := qf.wait(t, "late", nil)
+	free <- struct{}{}
+	if name := qf.next(t); name != "late" {
+		t.Fatalf("%s reached gpu1, want late", name)
+	}
+	free <- struct{}{}
+	for _, s := range []*sent{held, late} {
+		if r := s.reply(t); r.status != http.StatusOK {
+			t.Fatalf("reply %d %s", r.status, r.body)
+		}
+	}
+	var waited Outcome
+	for range 2 {
+		if o := f.outcome(); o.Queue != "" {
+			waited = o
+		}
+	}
+	if waited.NotSentMember != "gpu0" || waited.Member != "gpu1" || waited.Queue != QueueAdmitted || waited.Result != ResultAdmitted {
+		t.Errorf("outcome %+v, want gpu1 after gpu0 refused and a wait in the queue", waited)
+	}
+	f.assertIdle("ns/llama")
+	checkBodiesReleased(t, f)
+}

@@ -166,6 +166,18 @@ const (
 	QueueRefused QueueEnd = "refused"
 )
 
+// recordAdmission records an admission decision that took d, of which
+// waited in the queue, and ended with err: Schedule is the time deciding
+// (added to that of an earlier decision of the request), Queued and Queue
+// the time and way it waited.
+func (o *Outcome) recordAdmission(d time.Duration, waited admission.Waited, err error) {
+	o.Schedule += d - waited.Duration
+	o.Queued += waited.Duration
+	if q := queueEnd(waited, err); q != "" {
+		o.Queue = q
+	}
+}
+
 // queueEnd returns how an admission decision that waited, or was refused
 // by the queue, left it; empty when the request never met the queue.
 func queueEnd(w admission.Waited, err error) QueueEnd {

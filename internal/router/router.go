@@ -368,28 +368,9 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 
 	// 2 and 3. Completed snapshots, then one admission decision; with a
 	// queue, the request may wait for it.
-	scheduled := rt.clock.Now()
-	lease, cfg, waited, err := rt.acquire(r.Context(), ts, who)
-	o.Schedule = rt.clock.Since(scheduled) - waited.Duration
-	o.Queued = waited.Duration
-	o.Queue = queueEnd(waited, err)
+	lease, cfg, err := rt.acquire(r.Context(), ts, who, "", &o)
 	if err != nil {
-		if errors.Is(err, admission.ErrHandedOver) && rt.handedOver != nil {
-			// The tier's admission moved to the router replacing this one
-			// after the request arrived: it goes there, body and all.
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-			rt.handedOver(w, r)
-			rt.endHandedOver(&o)
-			return nil
-		}
-		if errors.Is(err, admission.ErrClientGone) {
-			// Nobody reads an answer.
-			o.Result, o.Code, o.Status = ResultNotAdmitted, string(QueueClientGone), StatusClientClosedRequest
-			o.Duration = rt.clock.Since(o.Start)
-			rt.finish(&o)
-			return nil
-		}
-		rt.refuse(w, &o, ResultNotAdmitted, refusalError(err))
+		rt.notAdmitted(w, r, body, &o, err)
 		return nil
 	}
 	route := cfg.member(lease.Member())
@@ -402,7 +383,7 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	// 4 and 5. Exactly one upstream attempt; the lease is released when it
 	// ends, however it ends.
 	o.Result, o.Member = ResultAdmitted, lease.Member()
-	o.Dispatch = o.Schedule + scheduled.Sub(o.Start)
+	o.Dispatch = rt.clock.Since(o.Start)
 	if rt.recorder != nil || o.trace != nil {
 		o.Selection = lease.Selection()
 	}
@@ -419,7 +400,7 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 		held[1].b = rewriteModel(held[1].b[:0], body, model, cfg.upstreamModel)
 		body = held[1].b
 	}
-	ex := &exchange{rt: rt, tier: ts, route: route, lease: lease, outcome: o, body: body, held: held, idHeader: idHeader,
+	ex := &exchange{rt: rt, tier: ts, who: who, route: route, lease: lease, outcome: o, body: body, held: held, idHeader: idHeader,
 		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context(), fields: contentFields(r.URL.Path)}
 	if rt.intervals != nil && ex.fields != 0 {
 		ex.intervals = rt.intervals.Intervals(ts.key, o.Member)
@@ -443,21 +424,50 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 // acquire builds the admission inputs of ts from completed snapshots and
 // makes one admission decision for who, which waits in the tier's queue
 // when it has one and is full (a second only when the tier was
-// reconfigured between the two, see maxAcquireAttempts). It returns the
-// configuration the inputs were built from and how long the request
-// waited.
-func (rt *Router) acquire(ctx context.Context, ts *tierState, who admission.Tenant) (*admission.Lease, *tierConfig, admission.Waited, error) {
+// reconfigured between the two, see maxAcquireAttempts). A member named by
+// without is not ready in the inputs: a request it never saw does not go
+// back to it (readmit). It records the time spent deciding and waiting on
+// o, and returns the configuration the inputs were built from.
+func (rt *Router) acquire(ctx context.Context, ts *tierState, who admission.Tenant, without string, o *Outcome) (*admission.Lease, *tierConfig, error) {
+	scheduled := rt.clock.Now()
 	var err error
+	var waited admission.Waited
 	for range maxAcquireAttempts {
 		cfg := ts.cfg.Load()
+		in := rt.inputs(ts.key, ts.admission, cfg)
+		if without != "" {
+			in.Ready = withoutMember(in.Ready, without)
+		}
 		var lease *admission.Lease
-		var waited admission.Waited
-		lease, waited, err = ts.admission.Wait(ctx, rt.inputs(ts.key, ts.admission, cfg), who)
+		lease, waited, err = ts.admission.Wait(ctx, in, who)
 		if !errors.Is(err, admission.ErrInvalidInput) {
-			return lease, cfg, waited, err
+			o.recordAdmission(rt.clock.Since(scheduled), waited, err)
+			return lease, cfg, err
 		}
 	}
-	return nil, nil, admission.Waited{}, err
+	o.recordAdmission(rt.clock.Since(scheduled), waited, err)
+	return nil, nil, err
+}
+
+// notAdmitted answers a request admission did not admit: one whose tier
+// was handed over goes to the successor, body and all; one whose client
+// left while it waited gets nothing; any other gets the refusal.
+func (rt *Router) notAdmitted(w http.ResponseWriter, r *http.Request, body []byte, o *Outcome, err error) {
+	switch {
+	case errors.Is(err, admission.ErrHandedOver) && rt.handedOver != nil:
+		// The tier's admission moved to the router replacing this one
+		// after the request arrived.
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		rt.handedOver(w, r)
+		rt.endHandedOver(o)
+	case errors.Is(err, admission.ErrClientGone):
+		// Nobody reads an answer.
+		o.Result, o.Code, o.Status = ResultNotAdmitted, string(QueueClientGone), StatusClientClosedRequest
+		o.Duration = rt.clock.Since(o.Start)
+		rt.finish(o)
+	default:
+		rt.refuse(w, o, ResultNotAdmitted, refusalError(err))
+	}
 }
 
 // inputs returns the admission inputs of the tier key from completed
@@ -482,27 +492,6 @@ func (rt *Router) Dispatch() {
 	for _, ts := range rt.table.Load().served {
 		ts.admission.Dispatch()
 	}
-}
-
-// reacquire is acquire for a request that member never saw (readmit): the
-// member is not ready in the admission inputs, so the request never goes
-// to it again.
-func (rt *Router) reacquire(ts *tierState, member string) (*admission.Lease, *tierConfig, error) {
-	var err error
-	for range maxAcquireAttempts {
-		cfg := ts.cfg.Load()
-		in := admission.Inputs{ReadmitEpoch: ts.admission.ReadmitEpoch()}
-		in.Ready = withoutMember(rt.ready(ts.key, cfg), member)
-		if cfg.strategy == admission.StrategyCapacity {
-			in.Pressure = rt.pressures(ts.key, cfg)
-		}
-		var lease *admission.Lease
-		lease, err = ts.admission.Acquire(in)
-		if !errors.Is(err, admission.ErrInvalidInput) {
-			return lease, cfg, err
-		}
-	}
-	return nil, nil, err
 }
 
 // ready returns the readiness of exactly the members of cfg: a member the
