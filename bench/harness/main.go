@@ -24,6 +24,7 @@ import (
 type options struct {
 	repo           string
 	rerender       bool
+	keep           bool
 	out            string
 	work           string
 	scenarios      map[string]bool
@@ -44,6 +45,13 @@ type options struct {
 
 // scenarioNames are the scenarios in run order.
 var scenarioNames = []string{"core", "overhead", "hidden", "latebinding", "tenants", "streams"}
+
+// scenarioTitles are the scenarios' names in progress lines and in the
+// CPU and load average records.
+var scenarioTitles = map[string]string{
+	"core": "admission core", "overhead": "proxy overhead", "hidden": "hidden load",
+	"latebinding": "late binding", "tenants": "two tenants", "streams": "SSE streams",
+}
 
 // parseOptions parses the command line.
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -67,6 +75,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.lateLullRate, "late-lull-rate", 8, "mean arrivals per second after the burst (Poisson)")
 	fs.DurationVar(&o.tenantRun, "tenant-run", 15*time.Second, "duration of the two-tenant scenario's open loops")
 	fs.Float64Var(&o.tenantRate, "tenant-rate", 40, "mean arrivals per second of the heavy tenant (Poisson); the light tenant sends a tenth")
+	fs.BoolVar(&o.keep, "keep", false, "keep the results of the scenarios not run from the results.json in -out (each marked with its run's date and commit)")
 	fs.BoolVar(&o.rerender, "rerender", false, "measure nothing: rewrite summary.md and the charts from the results.json in -out")
 	quick := fs.Bool("quick", false, "one short round of everything: checks the harness works, numbers are not meaningful")
 	if err := fs.Parse(args); err != nil {
@@ -186,17 +195,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := buildBinaries(env); err != nil {
 		return err
 	}
+	// prev holds the results -keep keeps, read before anything runs so a
+	// missing or broken file fails at once.
+	prev, err := keptFrom(o)
+	if err != nil {
+		return err
+	}
 	results := &results{Meta: collectMeta(env)}
 	scenarios := []struct {
-		key, name string
-		run       func() error
+		key string
+		run func() error
 	}{
-		{"core", "admission core", func() (err error) { results.Core, err = runCore(env); return err }},
-		{"overhead", "proxy overhead", func() (err error) { results.Overhead, err = runOverhead(env); return err }},
-		{"hidden", "hidden load", func() (err error) { results.Hidden, err = runHiddenLoad(env); return err }},
-		{"latebinding", "late binding", func() (err error) { results.Late, err = runLateBinding(env); return err }},
-		{"tenants", "two tenants", func() (err error) { results.Tenants, err = runTenants(env); return err }},
-		{"streams", "SSE streams", func() (err error) {
+		{"core", func() (err error) { results.Core, err = runCore(env); return err }},
+		{"overhead", func() (err error) { results.Overhead, err = runOverhead(env); return err }},
+		{"hidden", func() (err error) { results.Hidden, err = runHiddenLoad(env); return err }},
+		{"latebinding", func() (err error) { results.Late, err = runLateBinding(env); return err }},
+		{"tenants", func() (err error) { results.Tenants, err = runTenants(env); return err }},
+		{"streams", func() (err error) {
 			if results.Streams, err = runStreams(env, streams1000); err != nil {
 				return err
 			}
@@ -208,21 +223,25 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if !o.scenarios[sc.key] {
 			continue
 		}
-		results.Meta.LoadAvg = append(results.Meta.LoadAvg, loadAvg("before "+sc.name))
+		name := scenarioTitles[sc.key]
+		results.Meta.LoadAvg = append(results.Meta.LoadAvg, loadAvg("before "+name))
 		start, err := env.sup.cpuMark()
 		if err != nil {
 			return err
 		}
 		if err := sc.run(); err != nil {
-			return scenarioError(env, sc.name, err)
+			return scenarioError(env, name, err)
 		}
 		end, err := env.sup.cpuMark()
 		if err != nil {
 			return err
 		}
-		u := usageSince(sc.name, start, end, runtime.NumCPU())
+		u := usageSince(name, start, end, runtime.NumCPU())
 		results.Meta.CPU = append(results.Meta.CPU, u)
-		env.progress("%s: %.0f s; CPU used by other processes on the machine: %.0f%% of its capacity", sc.name, u.WallSeconds, 100*u.OtherShare)
+		env.progress("%s: %.0f s; CPU used by other processes on the machine: %.0f%% of its capacity", name, u.WallSeconds, 100*u.OtherShare)
+	}
+	if prev != nil {
+		keepResults(results, prev, o.scenarios)
 	}
 	results.Meta.LoadAvg = append(results.Meta.LoadAvg, loadAvg("end"))
 	results.Meta.WallSeconds = time.Since(env.started).Seconds()
@@ -231,6 +250,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	env.progress("done in %.0fs; results in %s", time.Since(env.started).Seconds(), o.out)
 	return nil
+}
+
+// keptFrom reads the results -keep keeps; nil without -keep.
+func keptFrom(o options) (*results, error) {
+	if !o.keep {
+		return nil, nil
+	}
+	r, err := readResults(o.out)
+	if err != nil {
+		return nil, fmt.Errorf("-keep: %w", err)
+	}
+	return r, nil
 }
 
 // scenarioError names the scenario and prefers the supervisor's cause (a
@@ -359,6 +390,8 @@ type meta struct {
 	LoadAvg     []loadSample `json:"loadavg"`
 	CPU         []cpuUsage   `json:"cpu"`
 	WallSeconds float64      `json:"wall_seconds"`
+	// Kept names the earlier runs whose scenarios this one kept (-keep).
+	Kept []keptRun `json:"kept,omitempty"`
 }
 
 // collectMeta describes the machine; a tool that cannot say its version

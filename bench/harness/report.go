@@ -226,16 +226,88 @@ func render(dir string, r *results, stderr io.Writer) error {
 // rerender reads dir/results.json of an earlier run and writes its
 // summary.md and charts again, without measuring anything.
 func rerender(dir string, stderr io.Writer) error {
-	b, err := os.ReadFile(filepath.Join(dir, "results.json")) //nolint:gosec // the results directory the caller named.
+	r, err := readResults(dir)
 	if err != nil {
 		return err
 	}
+	r.Verdicts = r.verdicts()
+	return render(dir, r, stderr)
+}
+
+// readResults reads dir/results.json of an earlier run.
+func readResults(dir string) (*results, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json")) //nolint:gosec // the results directory the caller named.
+	if err != nil {
+		return nil, err
+	}
 	var r results
 	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
 	}
-	r.Verdicts = r.verdicts()
-	return render(dir, &r, stderr)
+	return &r, nil
+}
+
+// keptRun names the earlier run some scenarios' results come from.
+type keptRun struct {
+	// Date and Commit are that run's.
+	Date string `json:"date"`
+	// Commit is the commit that run measured.
+	Commit string `json:"commit"`
+	// Scenarios are the keys of the scenarios kept from it.
+	Scenarios []string `json:"scenarios"`
+}
+
+// keepResults copies into cur the results of every scenario that did not
+// run (ran[key] false) and that prev has, with their CPU and load average
+// records, and notes in cur.Meta.Kept the run each came from: prev's, or
+// the earlier run prev had itself kept it from.
+func keepResults(cur, prev *results, ran map[string]bool) {
+	fields := map[string]func(dst, src *results) bool{
+		"core":        func(d, s *results) bool { d.Core = s.Core; return s.Core != nil },
+		"overhead":    func(d, s *results) bool { d.Overhead = s.Overhead; return s.Overhead != nil },
+		"hidden":      func(d, s *results) bool { d.Hidden = s.Hidden; return s.Hidden != nil },
+		"latebinding": func(d, s *results) bool { d.Late = s.Late; return s.Late != nil },
+		"tenants":     func(d, s *results) bool { d.Tenants = s.Tenants; return s.Tenants != nil },
+		"streams": func(d, s *results) bool {
+			d.Streams, d.Streams5000 = s.Streams, s.Streams5000
+			return s.Streams != nil || s.Streams5000 != nil
+		},
+	}
+	var kept []keptRun
+	origin := func(key string) *keptRun {
+		date, commit := prev.Meta.Date, prev.Meta.Commit
+		for _, k := range prev.Meta.Kept {
+			if slices.Contains(k.Scenarios, key) {
+				date, commit = k.Date, k.Commit
+			}
+		}
+		for i := range kept {
+			if kept[i].Date == date && kept[i].Commit == commit {
+				return &kept[i]
+			}
+		}
+		kept = append(kept, keptRun{Date: date, Commit: commit})
+		return &kept[len(kept)-1]
+	}
+	for _, key := range scenarioNames {
+		if ran[key] || !fields[key](cur, prev) {
+			continue
+		}
+		o := origin(key)
+		o.Scenarios = append(o.Scenarios, key)
+		title := scenarioTitles[key]
+		for _, u := range prev.Meta.CPU {
+			if u.Scenario == title {
+				cur.Meta.CPU = append(cur.Meta.CPU, u)
+			}
+		}
+		for _, l := range prev.Meta.LoadAvg {
+			if l.At == "before "+title {
+				cur.Meta.LoadAvg = append(cur.Meta.LoadAvg, l)
+			}
+		}
+	}
+	cur.Meta.Kept = kept
 }
 
 // summaryMarkdown renders the tables and verdicts.
@@ -252,6 +324,9 @@ func summaryMarkdown(r *results) string {
 		la = append(la, fmt.Sprintf("%s %s", l.At, l.LoadAvg))
 	}
 	fmt.Fprintf(&b, "%s. Wall time %.0f s.\n\n", strings.Join(la, "; "), m.WallSeconds)
+	for _, k := range m.Kept {
+		fmt.Fprintf(&b, "Kept from the run of %s, commit %s (`-keep`; not measured in this run): %s.\n\n", k.Date, k.Commit, strings.Join(k.Scenarios, ", "))
+	}
 	if len(m.CPU) > 0 {
 		b.WriteString("CPU time per scenario (from /proc/stat and the benchmark processes' own usage): \"other\" is what processes outside the benchmark used, as a share of the machine's capacity. " +
 			"It is approximate: the kernel's tick-based totals and the processes' own accounting differ by several percent, so a small share reads as 0.\n\n")
