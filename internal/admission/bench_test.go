@@ -134,9 +134,9 @@ func BenchmarkWaitNoWait(b *testing.B) {
 // waiter and the waiter waking. One member with ceiling 1, one waiter at a
 // time.
 func BenchmarkQueuedHandoff(b *testing.B) {
-	tier := newTier(b, admission.Config{Members: members(1, "a"), Queue: &admission.Queue{MaxRequests: 1, MaxWait: admission.MaxQueueWait}})
 	queuedCh := make(chan struct{}, 1)
-	admission.OnQueued(tier, func() { queuedCh <- struct{}{} })
+	tier := newTier(b, admission.Config{Members: members(1, "a"), Queue: &admission.Queue{MaxRequests: 1, MaxWait: admission.MaxQueueWait}},
+		admission.WithQueued(func() { queuedCh <- struct{}{} }))
 	in := admission.Inputs{Ready: ready([]string{"a"})}
 	held, err := tier.Acquire(in)
 	if err != nil {
@@ -173,9 +173,9 @@ func BenchmarkQueuedHandoff(b *testing.B) {
 func BenchmarkWaiterMemory(b *testing.B) {
 	const n = 1000
 	for b.Loop() {
-		tier := newTier(b, admission.Config{Members: members(1, "a"), Queue: &admission.Queue{MaxRequests: n, MaxWait: admission.MaxQueueWait}})
 		queuedCh := make(chan struct{}, n)
-		admission.OnQueued(tier, func() { queuedCh <- struct{}{} })
+		tier := newTier(b, admission.Config{Members: members(1, "a"), Queue: &admission.Queue{MaxRequests: n, MaxWait: admission.MaxQueueWait}},
+			admission.WithQueued(func() { queuedCh <- struct{}{} }))
 		in := admission.Inputs{Ready: ready([]string{"a"})}
 		held, err := tier.Acquire(in)
 		if err != nil {

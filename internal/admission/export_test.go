@@ -8,6 +8,3 @@ func DrainWaiting(t *Tier) bool {
 	return t.wake != nil
 }
 
-// OnQueued has f called, with the tier's lock held, each time a request
-// starts waiting in t's queue.
-func OnQueued(t *Tier, f func()) { t.onQueued = f }

@@ -9,9 +9,9 @@ import (
 )
 
 // newTier returns a tier for cfg or fails the test.
-func newTier(t testing.TB, cfg admission.Config) *admission.Tier {
+func newTier(t testing.TB, cfg admission.Config, opts ...admission.Option) *admission.Tier {
 	t.Helper()
-	tier, err := admission.New(cfg)
+	tier, err := admission.New(cfg, opts...)
 	if err != nil {
 		t.Fatalf("New(%+v) error = %v", cfg, err)
 	}

@@ -71,11 +71,11 @@ func newQueueModel(t testing.TB) *queueModel {
 	}
 	m.cfg = admission.Config{Strategy: admission.StrategyCapacity, Members: members(2, m.ids...),
 		Queue: &admission.Queue{MaxRequests: 6, MaxWait: 3 * time.Second, MaxRequestsPerTenant: 4}}
-	tier, err := admission.New(m.cfg, admission.WithClock(m.clock), admission.WithInputs(m.inputs))
+	tier, err := admission.New(m.cfg, admission.WithClock(m.clock), admission.WithInputs(m.inputs),
+		admission.WithQueued(func() { m.queued <- struct{}{} }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	admission.OnQueued(tier, func() { m.queued <- struct{}{} })
 	m.tier = tier
 	return m
 }

@@ -30,11 +30,11 @@ type queued struct {
 func newQueued(t testing.TB, ceiling int, q admission.Queue, ids ...string) *queued {
 	t.Helper()
 	qt := &queued{clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)), ids: ids, queued: make(chan struct{}, admission.MaxQueueRequests)}
-	tier, err := admission.New(admission.Config{Members: members(ceiling, ids...), Queue: &q}, admission.WithClock(qt.clock))
+	tier, err := admission.New(admission.Config{Members: members(ceiling, ids...), Queue: &q}, admission.WithClock(qt.clock),
+		admission.WithQueued(func() { qt.queued <- struct{}{} }))
 	if err != nil {
 		t.Fatalf("New() error = %v", err)
 	}
-	admission.OnQueued(tier, func() { qt.queued <- struct{}{} })
 	qt.tier = tier
 	return qt
 }
@@ -374,12 +374,12 @@ func TestWaitDispatchOnReadmitAndReady(t *testing.T) {
 		r["b"] = readyB.Load()
 		return admission.Inputs{Ready: r}
 	}
-	tier, err := admission.New(admission.Config{Members: members(1, "a", "b"), Queue: &q10}, admission.WithClock(clk), admission.WithInputs(inputs))
+	queuedCh := make(chan struct{}, 4)
+	tier, err := admission.New(admission.Config{Members: members(1, "a", "b"), Queue: &q10}, admission.WithClock(clk), admission.WithInputs(inputs),
+		admission.WithQueued(func() { queuedCh <- struct{}{} }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	queuedCh := make(chan struct{}, 4)
-	admission.OnQueued(tier, func() { queuedCh <- struct{}{} })
 	qt := &queued{tier: tier, clock: clk, ids: []string{"a", "b"}, queued: queuedCh}
 	if err := tier.Quiesce(admission.MemberScope("b"), "swap"); err != nil {
 		t.Fatal(err)

@@ -44,9 +44,7 @@ type Tier struct {
 
 	clock  clock.Clock   // times waits; immutable.
 	inputs func() Inputs // the inputs of a dispatch; immutable.
-	// onQueued, when set (tests only), is called with t.mu held after a
-	// request started waiting.
-	onQueued func()
+	onQueued func() // WithQueued; nil calls nothing.
 }
 
 // Option configures a Tier at New.
@@ -54,6 +52,11 @@ type Option func(*Tier)
 
 // WithClock times the queue's waits with c instead of the real clock.
 func WithClock(c clock.Clock) Option { return func(t *Tier) { t.clock = c } }
+
+// WithQueued has the tier call f, with its lock held, each time a request
+// starts waiting in its queue; f must return at once and must not call the
+// tier. Tests use it to act once a request really waits.
+func WithQueued(f func()) Option { return func(t *Tier) { t.onQueued = f } }
 
 // WithInputs has the tier read the inputs of a dispatch from f: when a
 // release, a readmission or a reconfiguration may let a member admit a

@@ -164,6 +164,9 @@ type Router struct {
 	// onRelease, when set (tests only), is called after every call of
 	// admission.Lease.Release the router makes.
 	onRelease func(tier, member string)
+	// admissionOptions (tests only) are added to every new tier's
+	// admission options.
+	admissionOptions []admission.Option
 }
 
 // New returns a Router with no tiers; it answers every model with 404 until

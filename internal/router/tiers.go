@@ -340,7 +340,7 @@ func (rt *Router) applyTier(ts *tierState, t source.Tier, addrs *hostAddrSet) (*
 		if c, ok := rt.clock.(clock.Clock); ok {
 			opts = append(opts, admission.WithClock(c))
 		}
-		adm, err := admission.New(acfg, opts...)
+		adm, err := admission.New(acfg, append(opts, rt.admissionOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidTier, err)
 		}

@@ -143,6 +143,8 @@ type tier struct {
 	// noMetrics leaves the members without a metrics engine: the router
 	// never scrapes them and their pressure always reads unknown.
 	noMetrics bool
+	// queue is the tier's spec.queue; nil: none.
+	queue *sluicev1.QueueSpec
 }
 
 // key is the tier's namespace/name.
@@ -159,6 +161,7 @@ func (t tier) manifest() ([]byte, error) {
 	rt.Spec.Strategy = t.strategy
 	rt.Spec.UpstreamModel = t.upstream
 	rt.Spec.Quiesce = t.quiesce
+	rt.Spec.Queue = t.queue
 	for _, m := range t.members {
 		sm := sluicev1.Member{ID: m.id, Endpoint: m.engine.url()}
 		if !t.noMetrics {
