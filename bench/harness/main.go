@@ -24,6 +24,7 @@ import (
 type options struct {
 	repo           string
 	rerender       bool
+	keep           bool
 	out            string
 	work           string
 	scenarios      map[string]bool
@@ -33,10 +34,24 @@ type options struct {
 	hiddenRun      time.Duration
 	hiddenWarmup   time.Duration
 	hiddenRate     float64
+	lateRounds     int
+	lateBurst      time.Duration
+	lateBurstRate  float64
+	lateLull       time.Duration
+	lateLullRate   float64
+	tenantRun      time.Duration
+	tenantRate     float64
 }
 
 // scenarioNames are the scenarios in run order.
-var scenarioNames = []string{"core", "overhead", "hidden", "streams"}
+var scenarioNames = []string{"core", "overhead", "hidden", "latebinding", "tenants", "streams"}
+
+// scenarioTitles are the scenarios' names in progress lines and in the
+// CPU and load average records.
+var scenarioTitles = map[string]string{
+	"core": "admission core", "overhead": "proxy overhead", "hidden": "hidden load",
+	"latebinding": "late binding", "tenants": "two tenants", "streams": "SSE streams",
+}
 
 // parseOptions parses the command line.
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -46,13 +61,21 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.repo, "repo", ".", "repository root: the router and enginesim are built from it")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the published results (JSON, Markdown, SVG)")
 	fs.StringVar(&o.work, "work", "out/bench", "directory of binaries, configurations and process logs")
-	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: core, overhead, hidden, streams")
+	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: "+strings.Join(scenarioNames, ", "))
 	fs.IntVar(&o.overheadRounds, "overhead-rounds", 5, "alternating rounds of the proxy overhead scenario")
 	fs.DurationVar(&o.overheadRun, "overhead-run", 4*time.Second, "duration of each wrk run (whole seconds)")
 	fs.IntVar(&o.hiddenRounds, "hidden-rounds", 3, "alternating rounds of the hidden load scenario")
 	fs.DurationVar(&o.hiddenRun, "hidden-run", 20*time.Second, "duration of each hidden load run")
 	fs.DurationVar(&o.hiddenWarmup, "hidden-warmup", 3*time.Second, "unrecorded run per system before the first hidden load round")
 	fs.Float64Var(&o.hiddenRate, "hidden-rate", 12, "mean arrivals per second of the hidden load scenario (Poisson)")
+	fs.IntVar(&o.lateRounds, "late-rounds", 1, "alternating rounds of the late binding scenario")
+	fs.DurationVar(&o.lateBurst, "late-burst", 5*time.Second, "duration of the late binding scenario's burst")
+	fs.Float64Var(&o.lateBurstRate, "late-burst-rate", 45, "mean arrivals per second of the burst (Poisson)")
+	fs.DurationVar(&o.lateLull, "late-lull", 12*time.Second, "duration of the lower load after the burst")
+	fs.Float64Var(&o.lateLullRate, "late-lull-rate", 8, "mean arrivals per second after the burst (Poisson)")
+	fs.DurationVar(&o.tenantRun, "tenant-run", 15*time.Second, "duration of the two-tenant scenario's open loops")
+	fs.Float64Var(&o.tenantRate, "tenant-rate", 40, "mean arrivals per second of the heavy tenant (Poisson); the light tenant sends a tenth")
+	fs.BoolVar(&o.keep, "keep", false, "keep the results of the scenarios not run from the results.json in -out (each marked with its run's date and commit)")
 	fs.BoolVar(&o.rerender, "rerender", false, "measure nothing: rewrite summary.md and the charts from the results.json in -out")
 	quick := fs.Bool("quick", false, "one short round of everything: checks the harness works, numbers are not meaningful")
 	if err := fs.Parse(args); err != nil {
@@ -64,6 +87,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if *quick {
 		o.overheadRounds, o.overheadRun = 1, time.Second
 		o.hiddenRounds, o.hiddenRun, o.hiddenWarmup = 1, 3*time.Second, time.Second
+		o.lateRounds, o.lateBurst, o.lateLull = 1, 2*time.Second, 3*time.Second
+		o.tenantRun = 3 * time.Second
 	}
 	o.scenarios = map[string]bool{}
 	for _, s := range strings.Split(*scen, ",") {
@@ -74,7 +99,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.scenarios[s] = true
 	}
 	switch {
-	case o.overheadRounds < 1 || o.hiddenRounds < 1:
+	case o.overheadRounds < 1 || o.hiddenRounds < 1 || o.lateRounds < 1:
 		return o, errors.New("rounds must be at least 1")
 	case o.overheadRun < time.Second || o.overheadRun%time.Second != 0:
 		return o, errors.New("-overhead-run must be whole seconds, at least 1s")
@@ -82,6 +107,12 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-hidden-run and -hidden-warmup must be at least 1s")
 	case o.hiddenRate <= 0 || o.hiddenRate > 1000:
 		return o, errors.New("-hidden-rate must be within (0, 1000]")
+	case o.lateBurst < time.Second || o.lateLull < time.Second || o.tenantRun < time.Second:
+		return o, errors.New("-late-burst, -late-lull and -tenant-run must be at least 1s")
+	case !(o.lateBurstRate > 0 && o.lateBurstRate <= 1000) || !(o.lateLullRate > 0 && o.lateLullRate <= 1000):
+		return o, errors.New("-late-burst-rate and -late-lull-rate must be within (0, 1000]")
+	case !(o.tenantRate > 0 && o.tenantRate <= 1000):
+		return o, errors.New("-tenant-rate must be within (0, 1000]")
 	}
 	return o, nil
 }
@@ -164,15 +195,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := buildBinaries(env); err != nil {
 		return err
 	}
+	// prev holds the results -keep keeps, read before anything runs so a
+	// missing or broken file fails at once.
+	prev, err := keptFrom(o)
+	if err != nil {
+		return err
+	}
 	results := &results{Meta: collectMeta(env)}
 	scenarios := []struct {
-		key, name string
-		run       func() error
+		key string
+		run func() error
 	}{
-		{"core", "admission core", func() (err error) { results.Core, err = runCore(env); return err }},
-		{"overhead", "proxy overhead", func() (err error) { results.Overhead, err = runOverhead(env); return err }},
-		{"hidden", "hidden load", func() (err error) { results.Hidden, err = runHiddenLoad(env); return err }},
-		{"streams", "SSE streams", func() (err error) {
+		{"core", func() (err error) { results.Core, err = runCore(env); return err }},
+		{"overhead", func() (err error) { results.Overhead, err = runOverhead(env); return err }},
+		{"hidden", func() (err error) { results.Hidden, err = runHiddenLoad(env); return err }},
+		{"latebinding", func() (err error) { results.Late, err = runLateBinding(env); return err }},
+		{"tenants", func() (err error) { results.Tenants, err = runTenants(env); return err }},
+		{"streams", func() (err error) {
 			if results.Streams, err = runStreams(env, streams1000); err != nil {
 				return err
 			}
@@ -184,21 +223,25 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if !o.scenarios[sc.key] {
 			continue
 		}
-		results.Meta.LoadAvg = append(results.Meta.LoadAvg, loadAvg("before "+sc.name))
+		name := scenarioTitles[sc.key]
+		results.Meta.LoadAvg = append(results.Meta.LoadAvg, loadAvg("before "+name))
 		start, err := env.sup.cpuMark()
 		if err != nil {
 			return err
 		}
 		if err := sc.run(); err != nil {
-			return scenarioError(env, sc.name, err)
+			return scenarioError(env, name, err)
 		}
 		end, err := env.sup.cpuMark()
 		if err != nil {
 			return err
 		}
-		u := usageSince(sc.name, start, end, runtime.NumCPU())
+		u := usageSince(name, start, end, runtime.NumCPU())
 		results.Meta.CPU = append(results.Meta.CPU, u)
-		env.progress("%s: %.0f s; CPU used by other processes on the machine: %.0f%% of its capacity", sc.name, u.WallSeconds, 100*u.OtherShare)
+		env.progress("%s: %.0f s; CPU used by other processes on the machine: %.0f%% of its capacity", name, u.WallSeconds, 100*u.OtherShare)
+	}
+	if prev != nil {
+		keepResults(results, prev, o.scenarios)
 	}
 	results.Meta.LoadAvg = append(results.Meta.LoadAvg, loadAvg("end"))
 	results.Meta.WallSeconds = time.Since(env.started).Seconds()
@@ -207,6 +250,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	env.progress("done in %.0fs; results in %s", time.Since(env.started).Seconds(), o.out)
 	return nil
+}
+
+// keptFrom reads the results -keep keeps; nil without -keep.
+func keptFrom(o options) (*results, error) {
+	if !o.keep {
+		return nil, nil
+	}
+	r, err := readResults(o.out)
+	if err != nil {
+		return nil, fmt.Errorf("-keep: %w", err)
+	}
+	return r, nil
 }
 
 // scenarioError names the scenario and prefers the supervisor's cause (a
@@ -245,6 +300,12 @@ func buildBinaries(env *runEnv) error {
 // member's pressure is fresh: the tier then ranks with engine pressure
 // from its first measured request, as it does under continuous traffic.
 func primeCapacity(env *runEnv, rt *routerProc, tierKey string) error {
+	return primeCapacityWith(env, rt, tierKey, "")
+}
+
+// primeCapacityWith is primeCapacity with the API key apiKey ("" sends
+// none).
+func primeCapacityWith(env *runEnv, rt *routerProc, tierKey, apiKey string) error {
 	var alias string
 	for _, t := range rt.tiers {
 		if t.key() == tierKey {
@@ -252,7 +313,7 @@ func primeCapacity(env *runEnv, rt *routerProc, tierKey string) error {
 		}
 	}
 	r, err := loadgen.Run(env.sup.ctx, loadgen.Config{
-		BaseURL: rt.url(), Model: alias, NoStream: true, MaxTokens: 1,
+		BaseURL: rt.url(), APIKey: apiKey, Model: alias, NoStream: true, MaxTokens: 1,
 		Concurrency: 1, Requests: 1, RequestTimeout: 30 * time.Second,
 	})
 	if err != nil {
@@ -329,6 +390,8 @@ type meta struct {
 	LoadAvg     []loadSample `json:"loadavg"`
 	CPU         []cpuUsage   `json:"cpu"`
 	WallSeconds float64      `json:"wall_seconds"`
+	// Kept names the earlier runs whose scenarios this one kept (-keep).
+	Kept []keptRun `json:"kept,omitempty"`
 }
 
 // collectMeta describes the machine; a tool that cannot say its version

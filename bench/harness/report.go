@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // The targets of docs/BENCHMARKS.md#targets.
@@ -31,6 +35,13 @@ const (
 	// targetCapacityVsHAProxy is the most Capacity's e2e p99 may be, as a
 	// fraction of HAProxy leastconn's.
 	targetCapacityVsHAProxy = 1.0
+	// targetQueueVsEngineQueue is the most the late binding queue's e2e
+	// p99 may be, as a fraction of engine-side queueing's (Capacity with
+	// ceilings above engine capacity), at the same offered load.
+	targetQueueVsEngineQueue = 0.7
+	// targetLightVsHeavyWait is the most the light tenant's p99 wait may
+	// be, as a fraction of the heavy tenant's.
+	targetLightVsHeavyWait = 0.25
 	// targetStreamsRSSMiB is the most RSS the router may reach with 1000
 	// concurrent streams.
 	targetStreamsRSSMiB = 64
@@ -42,6 +53,8 @@ type results struct {
 	Core     *coreResult     `json:"core,omitempty"`
 	Overhead *overheadResult `json:"overhead,omitempty"`
 	Hidden   *hiddenResult   `json:"hidden_load,omitempty"`
+	Late     *lateResult     `json:"late_binding,omitempty"`
+	Tenants  *tenantResult   `json:"two_tenants,omitempty"`
 	Streams  *streamsResult  `json:"streams,omitempty"`
 	// Streams5000 is 5000 streams read to the end: published, no target.
 	Streams5000 *streamsResult `json:"streams_5000,omitempty"`
@@ -126,6 +139,32 @@ func (r *results) verdicts() []verdict {
 			}
 		}
 	}
+	if l := r.Late; l != nil {
+		out = append(out,
+			verdict{
+				Target:   fmt.Sprintf("late binding: Capacity + queue e2e p99 ≤ %.1f× Capacity with engine-side queueing, same offered load", targetQueueVsEngineQueue),
+				Measured: fmt.Sprintf("%.2f×", l.Summary.QueueVsEngineQueueP99),
+				Met:      l.Summary.QueueVsEngineQueueP99 <= targetQueueVsEngineQueue,
+			},
+			verdict{
+				Target:   "late binding: Capacity + queue refuses 0 requests while the queue bound holds",
+				Measured: fmt.Sprintf("%d refused", l.Summary.QueueRefused),
+				Met:      l.Summary.QueueRefused == 0,
+			})
+	}
+	if t := r.Tenants; t != nil {
+		out = append(out,
+			verdict{
+				Target:   fmt.Sprintf("two tenants (10× rate): light tenant's p99 wait ≤ %.2f× the heavy tenant's", targetLightVsHeavyWait),
+				Measured: fmt.Sprintf("%.2f× (%.0f ms vs %.0f ms)", t.LightVsHeavyWaitP99, loadgen.Milliseconds(t.Light.Wait.P99), loadgen.Milliseconds(t.Heavy.Wait.P99)),
+				Met:      t.LightVsHeavyWaitP99 <= targetLightVsHeavyWait,
+			},
+			verdict{
+				Target:   "two tenants: the light tenant gets 0 queue_full",
+				Measured: fmt.Sprintf("%d (heavy tenant: %d)", t.LightQueueFull, t.Heavy.Refusals[refusalKey(http.StatusTooManyRequests, "queue_full")]),
+				Met:      t.LightQueueFull == 0,
+			})
+	}
 	if s := r.Streams; s != nil {
 		leaked := 0
 		for _, p := range s.Phases {
@@ -187,16 +226,88 @@ func render(dir string, r *results, stderr io.Writer) error {
 // rerender reads dir/results.json of an earlier run and writes its
 // summary.md and charts again, without measuring anything.
 func rerender(dir string, stderr io.Writer) error {
-	b, err := os.ReadFile(filepath.Join(dir, "results.json")) //nolint:gosec // the results directory the caller named.
+	r, err := readResults(dir)
 	if err != nil {
 		return err
 	}
+	r.Verdicts = r.verdicts()
+	return render(dir, r, stderr)
+}
+
+// readResults reads dir/results.json of an earlier run.
+func readResults(dir string) (*results, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json")) //nolint:gosec // the results directory the caller named.
+	if err != nil {
+		return nil, err
+	}
 	var r results
 	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
 	}
-	r.Verdicts = r.verdicts()
-	return render(dir, &r, stderr)
+	return &r, nil
+}
+
+// keptRun names the earlier run some scenarios' results come from.
+type keptRun struct {
+	// Date and Commit are that run's.
+	Date string `json:"date"`
+	// Commit is the commit that run measured.
+	Commit string `json:"commit"`
+	// Scenarios are the keys of the scenarios kept from it.
+	Scenarios []string `json:"scenarios"`
+}
+
+// keepResults copies into cur the results of every scenario that did not
+// run (ran[key] false) and that prev has, with their CPU and load average
+// records, and notes in cur.Meta.Kept the run each came from: prev's, or
+// the earlier run prev had itself kept it from.
+func keepResults(cur, prev *results, ran map[string]bool) {
+	fields := map[string]func(dst, src *results) bool{
+		"core":        func(d, s *results) bool { d.Core = s.Core; return s.Core != nil },
+		"overhead":    func(d, s *results) bool { d.Overhead = s.Overhead; return s.Overhead != nil },
+		"hidden":      func(d, s *results) bool { d.Hidden = s.Hidden; return s.Hidden != nil },
+		"latebinding": func(d, s *results) bool { d.Late = s.Late; return s.Late != nil },
+		"tenants":     func(d, s *results) bool { d.Tenants = s.Tenants; return s.Tenants != nil },
+		"streams": func(d, s *results) bool {
+			d.Streams, d.Streams5000 = s.Streams, s.Streams5000
+			return s.Streams != nil || s.Streams5000 != nil
+		},
+	}
+	var kept []keptRun
+	origin := func(key string) *keptRun {
+		date, commit := prev.Meta.Date, prev.Meta.Commit
+		for _, k := range prev.Meta.Kept {
+			if slices.Contains(k.Scenarios, key) {
+				date, commit = k.Date, k.Commit
+			}
+		}
+		for i := range kept {
+			if kept[i].Date == date && kept[i].Commit == commit {
+				return &kept[i]
+			}
+		}
+		kept = append(kept, keptRun{Date: date, Commit: commit})
+		return &kept[len(kept)-1]
+	}
+	for _, key := range scenarioNames {
+		if ran[key] || !fields[key](cur, prev) {
+			continue
+		}
+		o := origin(key)
+		o.Scenarios = append(o.Scenarios, key)
+		title := scenarioTitles[key]
+		for _, u := range prev.Meta.CPU {
+			if u.Scenario == title {
+				cur.Meta.CPU = append(cur.Meta.CPU, u)
+			}
+		}
+		for _, l := range prev.Meta.LoadAvg {
+			if l.At == "before "+title {
+				cur.Meta.LoadAvg = append(cur.Meta.LoadAvg, l)
+			}
+		}
+	}
+	cur.Meta.Kept = kept
 }
 
 // summaryMarkdown renders the tables and verdicts.
@@ -213,6 +324,9 @@ func summaryMarkdown(r *results) string {
 		la = append(la, fmt.Sprintf("%s %s", l.At, l.LoadAvg))
 	}
 	fmt.Fprintf(&b, "%s. Wall time %.0f s.\n\n", strings.Join(la, "; "), m.WallSeconds)
+	for _, k := range m.Kept {
+		fmt.Fprintf(&b, "Kept from the run of %s, commit %s (`-keep`; not measured in this run): %s.\n\n", k.Date, k.Commit, strings.Join(k.Scenarios, ", "))
+	}
 	if len(m.CPU) > 0 {
 		b.WriteString("CPU time per scenario (from /proc/stat and the benchmark processes' own usage): \"other\" is what processes outside the benchmark used, as a share of the machine's capacity. " +
 			"It is approximate: the kernel's tick-based totals and the processes' own accounting differ by several percent, so a small share reads as 0.\n\n")
@@ -272,6 +386,12 @@ func summaryMarkdown(r *results) string {
 		fmt.Fprintf(&b, "\nCapacity e2e p99 / RoundRobin: %.2f×; Capacity e2e p99 / HAProxy leastconn: %.2f× (medians of same-round ratios).\n\n",
 			h.Summary.CapacityVsRoundRobinP99, h.Summary.CapacityVsHAProxyP99)
 	}
+	if l := r.Late; l != nil {
+		writeLateMarkdown(&b, l)
+	}
+	if t := r.Tenants; t != nil {
+		writeTenantsMarkdown(&b, t)
+	}
 	for _, s := range []*streamsResult{r.Streams, r.Streams5000} {
 		if s == nil {
 			continue
@@ -326,4 +446,57 @@ func summaryMarkdown(r *results) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// writeLateMarkdown renders the late binding scenario's section.
+func writeLateMarkdown(b *strings.Builder, l *lateResult) {
+	fmt.Fprintf(b, "## Late binding (internal/loadgen, streaming chat, open loop: a burst, then less)\n\n")
+	fmt.Fprintf(b, "%s. Poisson arrivals at %.0f req/s for %.0f s, then %.0f req/s for %.0f s, the same schedule (seeds) for every configuration within a round; "+
+		"(a) has ceilings at the engines' --max-num-seqs (%d) and a %s; (b) and (c) have ceilings of %d, above the engines' slots, so the excess waits inside the engines. "+
+		"Medians over %d alternating round(s). Refused: the responses outside 2xx by status and error code, as the client read them.\n\n",
+		l.Engines, l.BurstRate, l.BurstSeconds, l.LullRate, l.LullSeconds, lateMaxNumSeqs, l.Queue, lateOvercommitCeiling, l.Rounds)
+	b.WriteString("| configuration | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 | refused | busy engine's share | most in one engine | requests/run |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	for _, row := range l.Summary.Rows {
+		fmt.Fprintf(b, "| %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %s | %.1f %% | %d | %d |\n",
+			row.Name, row.TTFTP50, row.TTFTP99, row.E2EP50, row.E2EP99, refusalsText(row.Refusals), 100*row.Busy, row.MaxEngineInFlight, row.Requests)
+	}
+	fmt.Fprintf(b, "\n(a) e2e p99 / (b): %.2f×; (a) / (c): %.2f× (medians of same-round ratios).\n\n",
+		l.Summary.QueueVsEngineQueueP99, l.Summary.QueueVsRoundRobinP99)
+}
+
+// writeTenantsMarkdown renders the two-tenant scenario's section.
+func writeTenantsMarkdown(b *strings.Builder, t *tenantResult) {
+	fmt.Fprintf(b, "## Two tenants (internal/loadgen, streaming chat, open loop, one API key each)\n\n")
+	fmt.Fprintf(b, "%s; %s. Both tenants' Poisson arrivals run at once for %.0f s, the heavy tenant at %.0f req/s, the light one at %.1f. "+
+		"Wait is the client's time to response headers of the requests that succeeded: the time queued in the router plus the proxy's own "+
+		"(enginesim sends a stream's headers before it takes a slot, so no engine time is in it).\n\n",
+		t.Queue, t.Engines, t.RunSeconds, t.Heavy.Rate, t.Light.Rate)
+	b.WriteString("| tenant | rate | sent | succeeded | wait p50 | wait p99 | e2e p99 | refused |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, row := range []tenantRow{t.Heavy, t.Light} {
+		fmt.Fprintf(b, "| %s | %.1f req/s | %d | %d | %.0f ms | %.0f ms | %.0f ms | %s |\n",
+			row.Tenant, row.Rate, row.Sent, row.Succeeded, loadgen.Milliseconds(row.Wait.P50), loadgen.Milliseconds(row.Wait.P99),
+			loadgen.Milliseconds(row.E2E.P99), refusalsText(row.Refusals))
+	}
+	fmt.Fprintf(b, "\nLight tenant's p99 wait / heavy tenant's: %.2f×; light tenant's queue_full: %d.\n\n", t.LightVsHeavyWaitP99, t.LightQueueFull)
+}
+
+// refusalsText renders refusal counts in key order, "0" when there are
+// none.
+func refusalsText(m map[string]int) string {
+	if countOf(m) == 0 {
+		return "0"
+	}
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if v > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d × %s", m[k], k)
+	}
+	return strings.Join(parts, ", ")
 }

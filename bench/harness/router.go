@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -21,8 +22,8 @@ import (
 )
 
 // Names shared by the engines, the router tiers and the request bodies.
-// The three model names have the same length, so every system under test
-// gets request bodies of the same size.
+// The model names have the same length, so every system under test gets
+// request bodies of the same size.
 const (
 	// benchModel is the engines' served model, sent directly and through
 	// HAProxy.
@@ -31,9 +32,18 @@ const (
 	aliasRoundRobin = "sim-rr"
 	// aliasCapacity is the alias of the Capacity tier.
 	aliasCapacity = "sim-cp"
+	// aliasLateQueue, aliasLateCapacity and aliasLateRoundRobin are the
+	// late binding scenario's tiers: Capacity with a queue, Capacity and
+	// RoundRobin with ceilings above the engines' capacity.
+	aliasLateQueue      = "sim-lq"
+	aliasLateCapacity   = "sim-lc"
+	aliasLateRoundRobin = "sim-lr"
+	// aliasTenants is the two-tenant scenario's tier.
+	aliasTenants = "sim-tq"
 	// benchAliases are the further names every engine accepts, as a real
 	// engine's extra --served-model-name values.
-	benchAliases = aliasRoundRobin + "," + aliasCapacity
+	benchAliases = aliasRoundRobin + "," + aliasCapacity + "," + aliasLateQueue + "," + aliasLateCapacity + "," +
+		aliasLateRoundRobin + "," + aliasTenants
 	// benchNode is the router's --node-name and every tier's nodeName.
 	benchNode = "bench"
 	// benchNamespace is every tier's namespace.
@@ -58,6 +68,27 @@ type tierSpec struct {
 	Ceiling int
 	// Engines are the members, named m0, m1, … in order.
 	Engines []*engine
+	// Queue is spec.queue; nil writes none.
+	Queue *queueSpec
+}
+
+// queueSpec is a tier's spec.queue (docs/API.md#25-the-admission-queue).
+type queueSpec struct {
+	// MaxRequests is maxRequests.
+	MaxRequests int
+	// MaxWait is maxWait.
+	MaxWait time.Duration
+	// MaxPerTenant is maxRequestsPerTenant; zero writes none.
+	MaxPerTenant int
+}
+
+// manifest renders the queue as the flow mapping of spec.queue.
+func (q queueSpec) manifest() string {
+	perTenant := ""
+	if q.MaxPerTenant > 0 {
+		perTenant = fmt.Sprintf(", maxRequestsPerTenant: %d", q.MaxPerTenant)
+	}
+	return fmt.Sprintf("{maxRequests: %d, maxWait: %s%s}", q.MaxRequests, q.MaxWait, perTenant)
 }
 
 // key returns the tier's namespace/name.
@@ -77,6 +108,9 @@ func (t tierSpec) manifest() string {
 		fmt.Fprintf(&b, "  - {id: m%d, endpoint: \"%s\", maxConcurrency: %d%s}\n", i, e.url(), t.Ceiling, metrics)
 	}
 	b.WriteString("  upstream: {responseHeaderTimeout: 120s, idleTimeout: 60s}\n")
+	if t.Queue != nil {
+		fmt.Fprintf(&b, "  queue: %s\n", t.Queue.manifest())
+	}
 	return b.String()
 }
 
@@ -89,9 +123,9 @@ type routerProc struct {
 }
 
 // startRouter writes the tiers into dir and starts the router in files
-// mode on ephemeral loopback ports, then waits until every member of every
-// tier is ready.
-func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*routerProc, error) {
+// mode on ephemeral loopback ports, with the further flags extra, then
+// waits until every member of every tier is ready.
+func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec, extra ...string) (*routerProc, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -107,7 +141,7 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 		return nil, err
 	}
 	r := &routerProc{tiers: tiers}
-	p, err := s.start(name, bin, startlines.RouterAddrs(&r.front, &r.admin),
+	args := []string{
 		"--tiers-dir", dir,
 		"--node-name", benchNode,
 		"--listen", "127.0.0.1:0",
@@ -121,7 +155,8 @@ func (s *supervisor) startRouter(bin, name, dir string, tiers []tierSpec) (*rout
 		// the admin listener only, behind the token.
 		"--admin-token-file", tokenFile,
 		"--enable-pprof",
-	)
+	}
+	p, err := s.start(name, bin, startlines.RouterAddrs(&r.front, &r.admin), append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}
