@@ -227,3 +227,18 @@ func TestQueueEvidence(t *testing.T) {
 		t.Fatalf("the decision file does not ingest cleanly: %+v, %v\n%s", s, err, data)
 	}
 }
+
+// TestQueueEndsAreTheRecordsOutcomes checks the router's QueueEnd values
+// are exactly the decision record's closed set of queue outcomes, which
+// the metrics export at zero.
+func TestQueueEndsAreTheRecordsOutcomes(t *testing.T) {
+	ends := []QueueEnd{QueueAdmitted, QueueTimeout, QueueFull, QueueClientGone, QueueRefused}
+	if len(ends) != len(evidence.QueueOutcomes) {
+		t.Fatalf("%d queue ends, %d record outcomes", len(ends), len(evidence.QueueOutcomes))
+	}
+	for i, e := range ends {
+		if string(e) != string(evidence.QueueOutcomes[i]) {
+			t.Errorf("queue end %q, record outcome %q", e, evidence.QueueOutcomes[i])
+		}
+	}
+}
