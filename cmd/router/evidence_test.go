@@ -197,6 +197,12 @@ spec:
 		`sluice_member_ejections_total{member="gpu0",reason="connection_refused",tier="ns/llama"} 0`,
 		`sluice_member_protocol_errors_total{member="gpu1",reason="response_head_too_large",tier="ns/llama"} 0`,
 		`sluice_schedule_duration_seconds_count{tier="ns/llama"} 3`,
+		// The admission queue's series, at zero on a tier without a queue
+		// (docs/OPERATIONS.md#router-metrics).
+		`sluice_queue_waiting_requests{tier="ns/llama"} 0`,
+		`sluice_queue_oldest_wait_seconds{tier="ns/llama"} 0`,
+		`sluice_queue_outcomes_total{reason="queue_timeout",tier="ns/llama"} 0`,
+		`sluice_queue_wait_seconds_count{tier="ns/llama"} 0`,
 		`sluice_upstream_first_byte_seconds_count{member=`,
 		`sluice_pressure_age_seconds{member="gpu0",tier="ns/llama"}`,
 		`sluice_decision_log_dropped_total{reason="queue_full"} 0`,

@@ -32,8 +32,22 @@ type TierCapacity struct {
 	Draining bool `json:"draining"`
 	// Removed is true for a tier no longer configured that holds leases.
 	Removed bool `json:"removed"`
+	// Queue is the tier's admission queue (docs/ADMISSION-QUEUE.md).
+	Queue TierQueue `json:"queue"`
 	// Members are sorted by id, including removed members holding leases.
 	Members []MemberCapacity `json:"members"`
+}
+
+// TierQueue is the state of one tier's admission queue.
+type TierQueue struct {
+	// MaxRequests is the queue's bound (spec.queue.maxRequests); absent
+	// when the tier has no queue.
+	MaxRequests *int `json:"max_requests,omitempty"`
+	// Waiting is the number of requests waiting in the queue.
+	Waiting int `json:"waiting"`
+	// OldestWaitMillis is how long the longest-waiting request has waited,
+	// in whole milliseconds; 0 when none waits.
+	OldestWaitMillis int64 `json:"oldest_wait_ms"`
 }
 
 // MemberCapacity is one member's admission state.

@@ -29,13 +29,15 @@ func roundTrip[T any](t *testing.T, v T, golden string) {
 // TestWireNames pins every field name of the admin API's bodies: a renamed
 // JSON tag breaks every client, so it must fail here first.
 func TestWireNames(t *testing.T) {
-	four, two := 4, 2
+	four, two, ten := 4, 2, 10
 	ppm := int64(250000)
 	roundTrip(t, CapacityView{Tiers: []TierCapacity{{
 		Tier: "ns/llama", Strategy: "Capacity", Active: 1, MaxConcurrency: &four, State: "admitting", Draining: false, Removed: false,
+		Queue: TierQueue{MaxRequests: &ten, Waiting: 3, OldestWaitMillis: 1500},
 		Members: []MemberCapacity{{ID: "gpu0", Active: 1, MaxConcurrency: &two, State: "admitting", Phase: "Admitting", Draining: false, Ready: true,
 			Pressure: &MemberPressure{Freshness: "fresh", PPM: &ppm, RequestState: "ok", KVState: "ok"}}},
 	}}}, `{"tiers":[{"tier":"ns/llama","strategy":"Capacity","active":1,"max_concurrency":4,"state":"admitting","draining":false,"removed":false,`+
+		`"queue":{"max_requests":10,"waiting":3,"oldest_wait_ms":1500},`+
 		`"members":[{"id":"gpu0","active":1,"max_concurrency":2,"state":"admitting","phase":"Admitting","draining":false,"ready":true,`+
 		`"pressure":{"freshness":"fresh","pressure_ppm":250000,"requests_state":"ok","kv_state":"ok"}}]}]}`)
 
@@ -51,6 +53,9 @@ func TestWireNames(t *testing.T) {
 			`"response_header_timeout":"2m0s","idle_timeout":"1m0s","quiesce":{"tier":"maintenance","members":{"gpu0":"drain"}},`+
 			`"rejection":{"reason":"Invalid","message":"bad"},"source_error":"unreadable","apply_error":"refused"}],`+
 			`"source_errors":[{"file":"x.yaml","message":"not YAML"}]}`)
+
+	// A tier without a queue has no bound.
+	roundTrip(t, TierQueue{}, `{"waiting":0,"oldest_wait_ms":0}`)
 
 	roundTrip(t, DrainView{Tier: "ns/llama", Member: "gpu0", Drained: true}, `{"tier":"ns/llama","member":"gpu0","drained":true}`)
 }

@@ -37,7 +37,8 @@ const (
 
 // ParseRecord decodes one captured JSON record strictly. Every object must
 // have exactly its allowlisted keys (matched case-sensitively, each once;
-// only replica_scheduler is optional), every value its exact JSON type,
+// only replica_scheduler and the pair queue and queued_us are optional),
+// every value its exact JSON type,
 // lists their bounds (one attempt at most, 16 ids and score rows at most),
 // strings their closed enum sets or id grammars, and the fields must agree
 // with each other as the router writes them.
@@ -51,7 +52,7 @@ func ParseRecord(data []byte) (Record, error) {
 	if len(data) > MaxLineBytes {
 		return Record{}, fmt.Errorf("%w: longer than %d bytes", ErrInvalidRecord, MaxLineBytes)
 	}
-	obj, err := object(data, recordKeys, "replica_scheduler")
+	obj, err := object(data, recordKeys, keyQueue, keyQueuedUS, keyReplicaScheduler)
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
@@ -59,7 +60,7 @@ func ParseRecord(data []byte) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
-	raw, ok := obj["replica_scheduler"]
+	raw, ok := obj[keyReplicaScheduler]
 	if !ok {
 		return r, nil
 	}
@@ -266,23 +267,27 @@ func parseLegacy(obj map[string]json.RawMessage) (Record, error) {
 	if r.Time, err = time.Parse(timeLayout, ts); err != nil {
 		return Record{}, errWrongType
 	}
+	if err := parseQueue(obj, &r); err != nil {
+		return Record{}, err
+	}
 	attempts, err := array(obj["attempts"], 1)
 	if err != nil {
 		return Record{}, err
 	}
 	switch r.Outcome {
 	case OutcomeRefused:
-		if !gateCode(reason) || len(attempts) != 0 || r.Alias != "" || r.Tier != "" || !gateStatus(reason, r.Status) {
+		if !gateCode(reason) || len(attempts) != 0 || r.Alias != "" || r.Tier != "" || !gateStatus(reason, r.Status) ||
+			r.Queue != "" {
 			return Record{}, errInconsistent
 		}
 		r.Code = reason
 	case OutcomeNotAdmitted:
-		if !admissionCode(reason) || len(attempts) != 0 || r.Alias == "" || r.Tier == "" || r.Status != 503 {
+		if !notAdmittedConsistent(reason, r.Status, r.Queue) || len(attempts) != 0 || r.Alias == "" || r.Tier == "" {
 			return Record{}, errInconsistent
 		}
 		r.Code = reason
 	case OutcomeAdmitted:
-		if reason != "" || len(attempts) != 1 || r.Alias == "" || r.Tier == "" {
+		if reason != "" || len(attempts) != 1 || r.Alias == "" || r.Tier == "" || r.Queue != "" && r.Queue != QueueAdmitted {
 			return Record{}, errInconsistent
 		}
 		if err := parseAttempt(attempts[0], &r); err != nil {
@@ -292,6 +297,32 @@ func parseLegacy(obj map[string]json.RawMessage) (Record, error) {
 		return Record{}, errUnknownEnum
 	}
 	return r, nil
+}
+
+// parseQueue decodes the optional queue outcome and wait into r: both keys
+// or neither, a known outcome, and a wait no longer than the request.
+func parseQueue(obj map[string]json.RawMessage, r *Record) error {
+	_, hasQueue := obj[keyQueue]
+	_, hasQueued := obj[keyQueuedUS]
+	switch {
+	case !hasQueue && !hasQueued:
+		return nil
+	case !hasQueue || !hasQueued:
+		return errMissingKey
+	}
+	f := fields{obj: obj}
+	r.Queue = QueueOutcome(f.str(keyQueue))
+	queuedUS := f.int(keyQueuedUS, 0, maxDurationUS)
+	switch {
+	case f.err != nil:
+		return f.err
+	case !r.Queue.valid():
+		return errUnknownEnum
+	case queuedUS > micros(r.Duration):
+		return errInconsistent
+	}
+	r.Queued = time.Duration(queuedUS) * time.Microsecond
+	return nil
 }
 
 // parseAttempt decodes the attempt of an admitted record into r.

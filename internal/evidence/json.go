@@ -12,17 +12,23 @@ import (
 const timeLayout = time.RFC3339Nano
 
 // The optional attempt keys: ejection only when the exchange ejected its
-// member, protocol_error only when the member broke the protocol.
+// member, protocol_error only when the member broke the protocol. The
+// optional record keys: queue and queued_us, together, only when the
+// request met its tier's admission queue; replica_scheduler only with a
+// valid scheduler payload.
 const (
-	keyEjection = "ejection"
-	keyProtocol = "protocol_error"
+	keyEjection         = "ejection"
+	keyProtocol         = "protocol_error"
+	keyQueue            = "queue"
+	keyQueuedUS         = "queued_us"
+	keyReplicaScheduler = "replica_scheduler"
 )
 
 // The JSON keys of a record, of an attempt, of the scheduler payload and of
 // one score row: the allowlist. Serialization writes exactly these keys and
 // ingestion accepts exactly these keys.
 var (
-	recordKeys    = []string{"request_id", "time", "duration_us", "alias", "tier", "outcome", "status", "refusal_reason", "attempts", "replica_scheduler"}
+	recordKeys    = []string{"request_id", "time", "duration_us", "alias", "tier", "outcome", "status", "refusal_reason", "queue", "queued_us", "attempts", "replica_scheduler"}
 	attemptKeys   = []string{"member_id", "status_class", "duration_us", "first_byte_us", "stream_outcome", "ejection", "protocol_error"}
 	schedulerKeys = []string{"selected_member_id", "reason", "eligible_ids", "scores"}
 	scoreKeys     = []string{"member_id", "local_active", "local_capacity", "upstream_freshness", "upstream_ppm", "upstream_unknown", "rotating_rank"}
@@ -39,6 +45,8 @@ type recordJSON struct {
 	Outcome       Outcome        `json:"outcome"`
 	Status        int            `json:"status"`
 	RefusalReason string         `json:"refusal_reason"`
+	Queue         QueueOutcome   `json:"queue,omitempty"`
+	QueuedUS      *int64         `json:"queued_us,omitempty"`
 	Attempts      []attemptJSON  `json:"attempts"`
 	Scheduler     *schedulerJSON `json:"replica_scheduler,omitempty"`
 }
@@ -93,6 +101,10 @@ func (r *Record) wire() recordJSON {
 		Status:     r.Status,
 		Attempts:   []attemptJSON{},
 	}
+	if r.Queue.valid() {
+		us := micros(r.Queued)
+		w.Queue, w.QueuedUS = r.Queue, &us
+	}
 	if r.Outcome != OutcomeAdmitted {
 		w.RefusalReason = r.Code
 		return w
@@ -142,8 +154,9 @@ func schedulerWire(d *scheduler.Decision) *schedulerJSON {
 	return s
 }
 
-// MarshalJSON encodes the record through the allowlist: the record keys,
-// "attempts" (one entry for an admitted record, none otherwise) and, only
+// MarshalJSON encodes the record through the allowlist: the record keys
+// ("queue" and "queued_us" only when the request met its tier's admission
+// queue), "attempts" (one entry for an admitted record, none otherwise) and, only
 // when SchedulerValid, "replica_scheduler" with the four decision fields
 // and the seven fields of each score row. An invalid payload is left out.
 func (r Record) MarshalJSON() ([]byte, error) {

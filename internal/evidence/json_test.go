@@ -44,8 +44,14 @@ func TestRecordsWithoutSchedulerGolden(t *testing.T) {
 // TestAllowlist checks the serialized key sets are exactly the allowlists.
 func TestAllowlist(t *testing.T) {
 	m := asMap(t, mustJSON(t, capacityRecord(t)))
-	if got := sortedKeys(m); !slices.Equal(got, sorted(recordKeys)) {
-		t.Errorf("record keys %v, want %v", got, sorted(recordKeys))
+	withoutQueue := slices.DeleteFunc(slices.Clone(recordKeys), func(k string) bool { return k == keyQueue || k == keyQueuedUS })
+	if got := sortedKeys(m); !slices.Equal(got, sorted(withoutQueue)) {
+		t.Errorf("record keys %v, want %v: queue and queued_us only when the request met the queue", got, sorted(withoutQueue))
+	}
+	queued := capacityRecord(t)
+	queued.Queue, queued.Queued = QueueAdmitted, time.Second
+	if got := sortedKeys(asMap(t, mustJSON(t, queued))); !slices.Equal(got, sorted(recordKeys)) {
+		t.Errorf("record keys of a queued record %v, want %v", got, sorted(recordKeys))
 	}
 	attempt := m["attempts"].([]any)[0].(map[string]any)
 	optional := func(keys ...string) []string {

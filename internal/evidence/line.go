@@ -11,8 +11,9 @@ import (
 // The keys of the one-line format, in order. The first nine are the
 // router's access line as it was before scheduler evidence existed; the
 // three scheduler keys are appended only for a valid scheduler payload,
-// then ejection, only when the exchange ejected its member, and
-// protocol_error, only when the member broke the protocol.
+// then ejection, only when the exchange ejected its member,
+// protocol_error, only when the member broke the protocol, and queue and
+// queued, only when the request met its tier's admission queue.
 const (
 	keyRequestID      = "request_id"
 	keyTier           = "tier"
@@ -28,19 +29,24 @@ const (
 	keyEligibleCount  = "replica_eligible_count"
 	keyLineEjection   = "ejection"
 	keyLineProtocol   = "protocol_error"
+	keyLineQueue      = "queue"
+	keyLineQueued     = "queued"
 	schedulerCapacity = "capacity"
 )
 
-// LineAttrs is the number of attributes AppendAttrs appends at most.
-const LineAttrs = 14
+// LineAttrs is the number of attributes AppendAttrs appends at most: the
+// nine of the access line, three scheduler keys, ejection, protocol_error,
+// queue and queued.
+const LineAttrs = 16
 
 // AppendAttrs appends the record's one-line attributes, for a log/slog
 // access line: request_id, tier, member, result, code, status, end,
 // duration and first_byte — the router's access line, unchanged — and,
 // only when SchedulerValid, replica_scheduler=capacity,
 // replica_scheduler_reason=selected and replica_eligible_count=N, only
-// when the exchange ejected its member, ejection=REASON, and only when the
-// member broke the protocol, protocol_error=REASON. A
+// when the exchange ejected its member, ejection=REASON, only when the
+// member broke the protocol, protocol_error=REASON, and only when the
+// request met its tier's admission queue, queue=OUTCOME and queued=WAIT. A
 // slog.TextHandler renders them exactly as AppendLine writes them.
 func (r *Record) AppendAttrs(dst []slog.Attr) []slog.Attr {
 	dst = append(dst,
@@ -67,6 +73,9 @@ func (r *Record) AppendAttrs(dst []slog.Attr) []slog.Attr {
 	if r.Protocol != "" {
 		dst = append(dst, slog.String(keyLineProtocol, string(r.Protocol)))
 	}
+	if r.Queue.valid() {
+		dst = append(dst, slog.String(keyLineQueue, string(r.Queue)), slog.Duration(keyLineQueued, r.Queued))
+	}
 	return dst
 }
 
@@ -77,8 +86,9 @@ func (r *Record) AppendAttrs(dst []slog.Attr) []slog.Attr {
 // byte-identical to the router's access line; a valid payload appends only
 // " replica_scheduler=capacity replica_scheduler_reason=selected
 // replica_eligible_count=N", an ejection only " ejection=REASON", a
-// protocol error only " protocol_error=REASON". Score
-// rows never appear in the line.
+// protocol error only " protocol_error=REASON", a queue outcome only
+// " queue=OUTCOME queued=WAIT". Score rows never appear in the line, so a
+// tier without a queue logs the lines it logged before queues existed.
 func (r *Record) AppendLine(dst []byte) []byte {
 	dst = appendString(dst, keyRequestID, r.RequestID)
 	dst = appendString(append(dst, ' '), keyTier, r.Tier)
@@ -99,6 +109,10 @@ func (r *Record) AppendLine(dst []byte) []byte {
 	}
 	if r.Protocol != "" {
 		dst = appendString(append(dst, ' '), keyLineProtocol, string(r.Protocol))
+	}
+	if r.Queue.valid() {
+		dst = appendString(append(dst, ' '), keyLineQueue, string(r.Queue))
+		dst = appendDuration(append(dst, ' '), keyLineQueued, r.Queued)
 	}
 	return dst
 }

@@ -120,6 +120,40 @@ var ProtocolErrors = []ProtocolError{ProtocolHeadTooLarge, ProtocolTooManyInform
 // valid reports whether p is in the closed set.
 func (p ProtocolError) valid() bool { return slices.Contains(ProtocolErrors, p) }
 
+// QueueOutcome says how a request that met its tier's admission queue left
+// it, the record's "queue" (docs/ADMISSION-QUEUE.md). A record of a request
+// that never met the queue (admitted at once, refused before admission, or
+// its tier has no queue) has the empty value. The values are the router's
+// QueueEnd values.
+type QueueOutcome string
+
+// The closed set of QueueOutcome values.
+const (
+	// QueueAdmitted means the request waited, then a member admitted it.
+	QueueAdmitted QueueOutcome = "admitted"
+	// QueueTimeout means the request waited the queue's maxWait and got
+	// 503 queue_timeout.
+	QueueTimeout QueueOutcome = "queue_timeout"
+	// QueueFull means the queue, or its tenant's share, was full when the
+	// request arrived or after a reconfiguration lowered the bounds; it got
+	// 429 queue_full.
+	QueueFull QueueOutcome = "queue_full"
+	// QueueClientGone means the client left while the request waited: no
+	// response, no lease.
+	QueueClientGone QueueOutcome = "client_gone"
+	// QueueRefused means the tier stopped admitting while the request
+	// waited (quiesced, handed over, no eligible member, queue removed) and
+	// it got that refusal.
+	QueueRefused QueueOutcome = "refused"
+)
+
+// QueueOutcomes is the closed set of QueueOutcome values, in the order the
+// documentation lists them. Read it, never change it.
+var QueueOutcomes = []QueueOutcome{QueueAdmitted, QueueTimeout, QueueFull, QueueClientGone, QueueRefused}
+
+// valid reports whether q is in the closed set.
+func (q QueueOutcome) valid() bool { return slices.Contains(QueueOutcomes, q) }
+
 // The router error codes a record carries as its refusal reason or, for an
 // admitted request the router answered itself, as the code of its line.
 const (
@@ -145,6 +179,18 @@ const (
 	// CodeNoEligibleMember is an admission refusal: no member is ready and
 	// admitting.
 	CodeNoEligibleMember = "no_eligible_member"
+	// CodeQueueFull is a queue refusal, answered 429: the tier's queue, or
+	// the tenant's share of it, is full.
+	CodeQueueFull = "queue_full"
+	// CodeQueueTimeout is a queue refusal: the request waited the queue's
+	// maxWait.
+	CodeQueueTimeout = "queue_timeout"
+	// CodeRouterHandedOver is a queue refusal: the router handed the tier's
+	// admission over to its successor while the request waited.
+	CodeRouterHandedOver = "router_handed_over"
+	// CodeClientGone is the code of a request whose client left while it
+	// waited in the queue; it got no response (status 499).
+	CodeClientGone = "client_gone"
 	// CodeUpstreamUnavailable is the router's 502 for an admitted request
 	// whose member failed before response headers.
 	CodeUpstreamUnavailable = "upstream_unavailable"
@@ -179,6 +225,28 @@ var AdmissionCodes = []string{CodeCapacityExhausted, CodeTierQuiesced, CodeNoEli
 // admissionCode reports whether code is an admission refusal reason.
 func admissionCode(code string) bool { return slices.Contains(AdmissionCodes, code) }
 
+// QueueCodes is the closed set of the codes of not-admitted requests that
+// met the queue beyond AdmissionCodes. Read it, never change it.
+var QueueCodes = []string{CodeQueueFull, CodeQueueTimeout, CodeRouterHandedOver, CodeClientGone}
+
+// notAdmittedConsistent reports whether a not-admitted record's code,
+// status and queue outcome agree as the router writes them: each queue code
+// with its own outcome and status, and an admission refusal with 503 and
+// either no queue or a refusal while queued.
+func notAdmittedConsistent(code string, status int, q QueueOutcome) bool {
+	switch code {
+	case CodeQueueFull:
+		return q == QueueFull && status == 429
+	case CodeQueueTimeout:
+		return q == QueueTimeout && status == 503
+	case CodeClientGone:
+		return q == QueueClientGone && status == 499
+	case CodeRouterHandedOver:
+		return q == QueueRefused && status == 503
+	}
+	return admissionCode(code) && (q == "" || q == QueueRefused) && status == 503
+}
+
 // Record is one inference request's decision record. It carries ids,
 // enums, counts and timings only. The fields mirror the router's Outcome;
 // the JSON form (MarshalJSON) groups the attempt fields into "attempts".
@@ -197,7 +265,8 @@ type Record struct {
 	// Outcome is the admission outcome.
 	Outcome Outcome
 	// Code is the router's error code: the refusal reason of refused and
-	// not-admitted requests, upstream_unavailable or upstream_timeout for an
+	// not-admitted requests (client_gone for a client that left while
+	// queued), upstream_unavailable or upstream_timeout for an
 	// admitted request the router answered with 502 or 504, empty
 	// otherwise.
 	Code string
@@ -220,6 +289,12 @@ type Record struct {
 	// Protocol says how the member broke the protocol before response
 	// headers; empty when it did not.
 	Protocol ProtocolError
+	// Queued is how long the request waited in its tier's admission queue;
+	// zero when it did not wait. It is part of the record only with Queue.
+	Queued time.Duration
+	// Queue is how the request left its tier's admission queue; empty when
+	// it never met the queue.
+	Queue QueueOutcome
 	// Scheduler is the Capacity lease's captured decision, nil for every
 	// other record. The record owns it: nobody may change it after the
 	// record is built.

@@ -121,6 +121,10 @@ func TestAdminCapacity(t *testing.T) {
       "state": "admitting",
       "draining": false,
       "removed": false,
+      "queue": {
+        "waiting": 0,
+        "oldest_wait_ms": 0
+      },
       "members": [
         {
           "id": "cpu0",
@@ -141,6 +145,10 @@ func TestAdminCapacity(t *testing.T) {
       "state": "admitting",
       "draining": false,
       "removed": false,
+      "queue": {
+        "waiting": 0,
+        "oldest_wait_ms": 0
+      },
       "members": [
         {
           "id": "gpu0",

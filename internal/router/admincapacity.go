@@ -62,6 +62,16 @@ func (a *Admin) Capacity() adminapi.CapacityView {
 // router's status reporter calls it.
 func (a *Admin) Applied() []adminapi.AppliedTier { return a.rt.Applied() }
 
+// tierQueue projects one tier's queue statistics: the oldest wait is read
+// off the router's clock, which times the queue's waits.
+func (a *Admin) tierQueue(s admission.QueueStats) adminapi.TierQueue {
+	q := adminapi.TierQueue{MaxRequests: ceiling(s.MaxRequests), Waiting: s.Waiting}
+	if !s.Oldest.IsZero() {
+		q.OldestWaitMillis = max(a.rt.clock.Since(s.Oldest).Milliseconds(), 0)
+	}
+	return q
+}
+
 // tierCapacity projects one tier's admission snapshot, readiness and
 // pressure. Pressure is read with Peek, which schedules nothing.
 func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool) adminapi.TierCapacity {
@@ -73,6 +83,7 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 		State:          "admitting",
 		Draining:       snap.Draining,
 		Removed:        !served,
+		Queue:          a.tierQueue(ts.admission.QueueStats()),
 		Members:        make([]adminapi.MemberCapacity, 0, len(snap.Members)),
 	}
 	if snap.Quiesced {

@@ -303,7 +303,7 @@ type IntervalRecorder interface {
 
 // Evidence returns the outcome's decision record. The fields map one to
 // one (Result is the record's Outcome, End its stream outcome, Code its
-// refusal reason or upstream error code); the Selection pointer is carried
+// refusal reason or upstream error code, Queue its queue outcome); the Selection pointer is carried
 // over, not copied, so the record shares it.
 func (o *Outcome) Evidence() evidence.Record {
 	return evidence.Record{
@@ -321,6 +321,8 @@ func (o *Outcome) Evidence() evidence.Record {
 		End:       evidence.StreamOutcome(o.End),
 		Ejection:  evidence.Ejection(o.Ejection),
 		Protocol:  evidence.ProtocolError(o.ProtocolError),
+		Queued:    o.Queued,
+		Queue:     evidence.QueueOutcome(o.Queue),
 		Scheduler: o.Selection,
 	}
 }

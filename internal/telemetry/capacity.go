@@ -51,7 +51,10 @@ type CapacityOptions struct {
 // sluice_member_max_concurrency, sluice_member_ready and, for Capacity
 // tiers, sluice_member_pressure_freshness (one-hot over fresh, stale,
 // failed and unknown), sluice_member_pressure_ppm (fresh only) and
-// sluice_pressure_age_seconds. Unavailable values (an unbounded ceiling, a
+// sluice_pressure_age_seconds; per tier sluice_queue_waiting_requests and
+// sluice_queue_oldest_wait_seconds (0 for a tier without a queue or with
+// none waiting) and sluice_queue_max_requests (absent without a queue).
+// Unavailable values (an unbounded ceiling, a
 // PPM that is not fresh, a member never fetched) are left out, never
 // reported as zero. Every value of one tier comes from one view, so
 // sluice_tier_active_requests always equals the sum of its members'
@@ -63,6 +66,7 @@ type CapacityCollector struct {
 	clock   clock.PassiveClock
 
 	tierActive, tierMax                           *prometheus.Desc
+	queueWaiting, queueMax, queueOldest           *prometheus.Desc
 	memberActive, memberMax, memberReady          *prometheus.Desc
 	memberPPM, memberFreshness, memberPressureAge *prometheus.Desc
 }
@@ -80,6 +84,12 @@ func NewCapacityCollector(opts CapacityOptions) *CapacityCollector {
 			"Requests holding a reservation of the tier (always the sum of its members').", tier, nil),
 		tierMax: prometheus.NewDesc(nameTierMax,
 			"Effective concurrency ceiling of the tier; absent when unbounded.", tier, nil),
+		queueWaiting: prometheus.NewDesc(nameQueueWaiting,
+			"Requests waiting in the tier's admission queue; 0 for a tier without a queue.", tier, nil),
+		queueMax: prometheus.NewDesc(nameQueueMax,
+			"Bound of the tier's admission queue (spec.queue.maxRequests); absent when the tier has no queue.", tier, nil),
+		queueOldest: prometheus.NewDesc(nameQueueOldestWait,
+			"Seconds the longest-waiting request of the tier's admission queue has waited, whole milliseconds; 0 when none waits.", tier, nil),
 		memberActive: prometheus.NewDesc(nameMemberActive,
 			"Requests holding a reservation of the member.", member, nil),
 		memberMax: prometheus.NewDesc(nameMemberMax,
@@ -102,7 +112,7 @@ func NewCapacityCollector(opts CapacityOptions) *CapacityCollector {
 
 // Describe implements prometheus.Collector.
 func (c *CapacityCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tierActive, c.tierMax, c.memberActive, c.memberMax,
+	for _, d := range []*prometheus.Desc{c.tierActive, c.tierMax, c.queueWaiting, c.queueMax, c.queueOldest, c.memberActive, c.memberMax,
 		c.memberReady, c.memberPPM, c.memberFreshness, c.memberPressureAge} {
 		ch <- d
 	}
@@ -122,6 +132,11 @@ func (c *CapacityCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.tierActive, prometheus.GaugeValue, float64(t.Active), t.Tier)
 		if t.MaxConcurrency != nil {
 			ch <- prometheus.MustNewConstMetric(c.tierMax, prometheus.GaugeValue, float64(*t.MaxConcurrency), t.Tier)
+		}
+		ch <- prometheus.MustNewConstMetric(c.queueWaiting, prometheus.GaugeValue, float64(t.Queue.Waiting), t.Tier)
+		ch <- prometheus.MustNewConstMetric(c.queueOldest, prometheus.GaugeValue, float64(t.Queue.OldestWaitMillis)/1000, t.Tier)
+		if t.Queue.MaxRequests != nil {
+			ch <- prometheus.MustNewConstMetric(c.queueMax, prometheus.GaugeValue, float64(*t.Queue.MaxRequests), t.Tier)
 		}
 		var targets map[string]pressure.Target
 		if c.targets != nil && c.fetches != nil && t.Strategy == string(admission.StrategyCapacity) {

@@ -18,7 +18,7 @@ import (
 
 // capacityNames are the metrics of the capacity collector.
 var capacityNames = []string{nameTierActive, nameTierMax, nameMemberActive, nameMemberMax, nameMemberReady,
-	nameMemberPPM, nameMemberFreshness, namePressureAge}
+	nameMemberPPM, nameMemberFreshness, namePressureAge, nameQueueWaiting, nameQueueMax, nameQueueOldestWait}
 
 // t0 is the fake clock's start.
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)

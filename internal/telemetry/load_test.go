@@ -178,6 +178,11 @@ func checkAgrees(t *testing.T, g *loadRig) {
 		if tc.MaxConcurrency != nil {
 			want[nameTierMax+"{tier="+tc.Tier+"}"] = float64(*tc.MaxConcurrency)
 		}
+		want[nameQueueWaiting+"{tier="+tc.Tier+"}"] = float64(tc.Queue.Waiting)
+		want[nameQueueOldestWait+"{tier="+tc.Tier+"}"] = float64(tc.Queue.OldestWaitMillis) / 1000
+		if tc.Queue.MaxRequests != nil {
+			want[nameQueueMax+"{tier="+tc.Tier+"}"] = float64(*tc.Queue.MaxRequests)
+		}
 		for _, m := range tc.Members {
 			key := "{member=" + m.ID + ",tier=" + tc.Tier + "}"
 			want[nameMemberActive+key] = float64(m.Active)

@@ -31,6 +31,11 @@ const (
 	nameFrontDoorConnections     = "sluice_front_door_connections"
 	nameFrontDoorUnauthenticated = "sluice_front_door_unauthenticated_connections"
 	nameFrontDoorClosed          = "sluice_front_door_connections_closed_total"
+	nameQueueWaiting             = "sluice_queue_waiting_requests"
+	nameQueueMax                 = "sluice_queue_max_requests"
+	nameQueueOldestWait          = "sluice_queue_oldest_wait_seconds"
+	nameQueueWait                = "sluice_queue_wait_seconds"
+	nameQueueOutcomes            = "sluice_queue_outcomes_total"
 )
 
 // The label names; no other label is used.
@@ -75,3 +80,10 @@ var interTokenBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03,
 // 50 ms to 30 min. A generation lasts from a fraction of a second to many
 // minutes for long outputs.
 var requestDurationBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800}
+
+// queueWaitBuckets are the buckets of sluice_queue_wait_seconds: 1 ms to
+// 10 min, the largest maxWait a queue accepts. A waiter is admitted the
+// instant a lease is released, so most waits are a fraction of one
+// generation (milliseconds to tens of seconds); the upper buckets show
+// waits that run into maxWait.
+var queueWaitBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}

@@ -12,7 +12,8 @@ import (
 
 // The closed label domains RequestMetrics.Configure exports at zero are
 // the decision record's (evidence.AdmissionCodes, StreamOutcomes,
-// Ejections, ProtocolErrors), whose values are the router's.
+// Ejections, ProtocolErrors, QueueOutcomes), whose values are the
+// router's.
 
 // RequestMetrics holds the per-request metrics: sluice_requests_total
 // {tier,member,outcome}, sluice_admission_refusals_total{tier,reason},
@@ -23,8 +24,10 @@ import (
 // sluice_member_protocol_errors_total{tier,member,reason},
 // sluice_time_to_first_token_seconds{tier,member},
 // sluice_inter_token_latency_seconds{tier,member},
-// sluice_request_duration_seconds{tier,member,outcome} and
-// sluice_tokens_total{tier,member,kind}. It is a router.Recorder (Record is
+// sluice_request_duration_seconds{tier,member,outcome},
+// sluice_tokens_total{tier,member,kind},
+// sluice_queue_outcomes_total{tier,reason} and
+// sluice_queue_wait_seconds{tier}. It is a router.Recorder (Record is
 // called once per request), a router.IntervalRecorder and a
 // prometheus.Collector. Label
 // values are tier keys and member ids from the configuration and the
@@ -45,6 +48,10 @@ type RequestMetrics struct {
 	interToken *prometheus.HistogramVec
 	duration   *prometheus.HistogramVec
 	tokens     *prometheus.CounterVec
+	// queueOutcomes and queueWait are the admission queue's metrics of
+	// requests that met it.
+	queueOutcomes *prometheus.CounterVec
+	queueWait     *prometheus.HistogramVec
 
 	// children caches the series of each label combination seen, so that
 	// Record neither hashes labels nor allocates once a combination is
@@ -54,6 +61,8 @@ type RequestMetrics struct {
 	// intervals caches the inter-token latency series of each tier and
 	// member the router asked for.
 	intervals map[[2]string]prometheus.Observer
+	// queues caches the queue series of each tier and queue outcome seen.
+	queues map[[2]string]queueSeries
 	// configured are the tiers and their members of the last Configure.
 	configured map[string]map[string]bool
 }
@@ -79,12 +88,20 @@ type series struct {
 	completion prometheus.Counter
 }
 
+// queueSeries are the metrics one request that met its tier's queue
+// updates.
+type queueSeries struct {
+	outcome prometheus.Counter
+	wait    prometheus.Observer
+}
+
 // NewRequestMetrics returns the request metrics, with the gate refusals'
 // series at zero; Configure adds the zero series of each tier and member.
 func NewRequestMetrics() *RequestMetrics {
 	m := &RequestMetrics{
 		children:   map[seriesKey]*series{},
 		intervals:  map[[2]string]prometheus.Observer{},
+		queues:     map[[2]string]queueSeries{},
 		configured: map[string]map[string]bool{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: nameRequests,
@@ -135,6 +152,15 @@ func NewRequestMetrics() *RequestMetrics {
 			Name: nameTokens,
 			Help: "Tokens of admitted requests by kind (prompt, completion), from the usage object of the member's response (a non-streaming body, or a stream's usage chunk when the client asked for one).",
 		}, []string{labelTier, labelMember, labelKind}),
+		queueOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: nameQueueOutcomes,
+			Help: "Requests that met the tier's admission queue, by how they left it (admitted, queue_timeout, queue_full, client_gone, refused).",
+		}, []string{labelTier, labelReason}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    nameQueueWait,
+			Help:    "Time requests waited in the tier's admission queue, however they left it (a request refused queue_full on arrival did not wait and is not observed), in seconds.",
+			Buckets: queueWaitBuckets,
+		}, []string{labelTier}),
 	}
 	m.series(seriesKey{outcome: string(router.ResultRefused)})
 	return m
@@ -145,8 +171,9 @@ func NewRequestMetrics() *RequestMetrics {
 // counter whose labels the configuration determines is exported, at zero
 // until a request counts in it — requests admitted per member and not
 // admitted per tier, admission refusals per reason, stream outcomes,
-// ejections and protocol errors per member and value — so that rate() and
-// absent() work on a fresh router. The series of tiers and members no
+// ejections and protocol errors per member and value, queue outcomes per
+// tier and value, and the queue wait histogram per tier — so that rate(),
+// histogram_quantile() and absent() work on a fresh router. The series of tiers and members no
 // longer configured, histograms included, are deleted; a request that
 // ends on one afterwards (a removed tier's last streams) creates its
 // series again, and the next Configure deletes them.
@@ -191,6 +218,10 @@ func (m *RequestMetrics) Configure(s source.Snapshot) {
 		for _, r := range evidence.AdmissionCodes {
 			m.refusals.WithLabelValues(tier, r)
 		}
+		for _, q := range evidence.QueueOutcomes {
+			m.queueOutcomes.WithLabelValues(tier, string(q))
+		}
+		m.queueWait.WithLabelValues(tier)
 		for member := range members {
 			m.requests.WithLabelValues(tier, member, string(router.ResultAdmitted))
 			for _, e := range evidence.StreamOutcomes {
@@ -221,6 +252,13 @@ func (m *RequestMetrics) deleteLocked(labels prometheus.Labels, match func(serie
 		// Tier-only series.
 		m.refusals.DeletePartialMatch(labels)
 		m.schedule.DeletePartialMatch(labels)
+		m.queueOutcomes.DeletePartialMatch(labels)
+		m.queueWait.DeletePartialMatch(labels)
+		for k := range m.queues {
+			if match(seriesKey{tier: k[0]}) {
+				delete(m.queues, k)
+			}
+		}
 	}
 	for k := range m.children {
 		if match(k) {
@@ -295,6 +333,15 @@ func (m *RequestMetrics) Record(o router.Outcome) {
 			s.completion.Add(float64(o.Usage.Completion))
 		}
 	}
+	if o.Queue != "" {
+		q := cached(&m.mu, m.queues, [2]string{o.Tier, string(o.Queue)}, func() queueSeries {
+			return queueSeries{outcome: m.queueOutcomes.WithLabelValues(o.Tier, string(o.Queue)), wait: m.queueWait.WithLabelValues(o.Tier)}
+		})
+		q.outcome.Inc()
+		if o.Queue != router.QueueFull || o.Queued > 0 {
+			q.wait.Observe(o.Queued.Seconds())
+		}
+	}
 	if o.Ejection != "" {
 		// Rare, and only after a failed attempt: the label lookup is not
 		// cached.
@@ -345,6 +392,8 @@ func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.interToken.Describe(ch)
 	m.duration.Describe(ch)
 	m.tokens.Describe(ch)
+	m.queueOutcomes.Describe(ch)
+	m.queueWait.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -360,4 +409,6 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.interToken.Collect(ch)
 	m.duration.Collect(ch)
 	m.tokens.Collect(ch)
+	m.queueOutcomes.Collect(ch)
+	m.queueWait.Collect(ch)
 }

@@ -53,7 +53,7 @@ func TestDashboardShape(t *testing.T) {
 	}
 }
 
-// TestRulesShape: the alerts are the documented five, each with a for
+// TestRulesShape: the alerts are the documented six, each with a for
 // duration, a severity and a summary and description; the recording rules
 // follow level:metric:operation names.
 func TestRulesShape(t *testing.T) {
@@ -73,7 +73,7 @@ func TestRulesShape(t *testing.T) {
 		}
 	}
 	want := []string{"SluiceDecisionLogDropping", "SluiceMemberNotReady", "SluiceMemberPressureStale",
-		"SluiceNoRouterOnNode", "SluiceTierSaturated"}
+		"SluiceNoRouterOnNode", "SluiceQueueTimeouts", "SluiceTierSaturated"}
 	if got := slices.Sorted(maps.Keys(alerts)); !slices.Equal(got, want) {
 		t.Errorf("alerts = %q, want %q", got, want)
 	}
