@@ -28,6 +28,7 @@ type queuedFixture struct {
 	clk     *clocktesting.FakeClock
 	tier    *tierState
 	release chan struct{}
+	queued  chan struct{} // a send each time a request starts waiting.
 }
 
 func newQueuedFixture(t *testing.T) *queuedFixture {
@@ -37,17 +38,11 @@ func newQueuedFixture(t *testing.T) *queuedFixture {
 	release := make(chan struct{})
 	gpu0 := newUpstream(t, "gpu0", nil)
 	gpu0.handle(holdOrAnswer(release))
-	f.apply(newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}))
+	queued := make(chan struct{}, 8)
+	f.rt.admissionOptions = []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}
+	f.apply(newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}, withQueue(2, time.Minute, 0)))
 	ts, _ := f.rt.table.Load().lookup("ns/q")
-	// The queue is configured on the tier's admission owner directly: the
-	// evidence is what is tested here, not the configuration path.
-	if err := ts.admission.Reconfigure(admission.Config{
-		Members: []admission.MemberConfig{{ID: "gpu0", MaxConcurrency: 1}},
-		Queue:   &admission.Queue{MaxRequests: 2, MaxWait: time.Minute},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return &queuedFixture{fixture: f, clk: clk, tier: ts, release: release}
+	return &queuedFixture{fixture: f, clk: clk, tier: ts, release: release, queued: queued}
 }
 
 // hold sends a request that holds gpu0's only lease until release closes;
@@ -61,17 +56,17 @@ func (q *queuedFixture) hold() *http.Response {
 	return resp
 }
 
-// waitQueued waits, bounded by failSafe, until n requests wait in ns/q's
-// queue: they arrive over a loopback connection, which nothing else
-// signals.
+// waitQueued waits until the next request starts waiting in ns/q's queue,
+// and checks that n then wait.
 func (q *queuedFixture) waitQueued(n int) {
 	q.t.Helper()
-	deadline := time.Now().Add(failSafe)
-	for q.tier.admission.QueueStats().Waiting != n {
-		if time.Now().After(deadline) {
-			q.t.Fatalf("%d requests waiting, want %d", q.tier.admission.QueueStats().Waiting, n)
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-q.queued:
+	case <-time.After(failSafe):
+		q.t.Fatal("no request started waiting")
+	}
+	if got := q.tier.admission.QueueStats().Waiting; got != n {
+		q.t.Fatalf("%d requests waiting, want %d", got, n)
 	}
 }
 
