@@ -107,3 +107,64 @@ func TestQueueBoundsThroughRouter(t *testing.T) {
 	}
 	r.awaitActive(t, tr.key(), 0)
 }
+
+// TestQueueClientLeavesFreesItsPlace: through the router binary, a client
+// that gives up while its request waits frees its place in the queue at
+// once (the capacity view's depth drops to 0 while the member is still
+// busy), the request never reaches the engine, and the next request takes
+// the freed place.
+func TestQueueClientLeavesFreesItsPlace(t *testing.T) {
+	e := startEngine(t, "engine-slow", "--max-num-seqs", "1", "--ttft-base", "4s")
+	tr := tier{name: "leaving", alias: "e2e-leaving", members: []member{{"m0", e, 1}}, queue: queueSpec(1, time.Minute)}
+	r := startRouter(t, tr)
+	url := r.baseURL() + "/chat/completions"
+	body := `{"model":"e2e-leaving","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+	held := make(chan rawResponse, 1)
+	go func() {
+		resp, _ := postJSON(context.Background(), url, body)
+		held <- resp
+	}()
+	r.awaitActive(t, tr.key(), 1)
+	waiting := func(want int) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("%d waiting in %s", want, tr.key()), func() (bool, string) {
+			v, err := r.tierCapacity(tr.key())
+			if err != nil {
+				return false, err.Error()
+			}
+			return v.Queue.Waiting == want, fmt.Sprintf("queue %+v", v.Queue)
+		})
+	}
+	ctx, leave := context.WithCancel(context.Background())
+	left := make(chan error, 1)
+	go func() {
+		_, err := postJSON(ctx, url, body)
+		left <- err
+	}()
+	waiting(1)
+	leave()
+	if err := <-left; err == nil {
+		t.Fatal("the client that left got a response")
+	}
+	waiting(0)
+	if v, err := r.tierCapacity(tr.key()); err != nil || v.Active != 1 {
+		t.Fatalf("capacity %+v, %v: want the held request still the only lease", v, err)
+	}
+	// The freed place takes the next request, which is served after the
+	// held one.
+	next := make(chan rawResponse, 1)
+	go func() {
+		resp, _ := postJSON(context.Background(), url, body)
+		next <- resp
+	}()
+	waiting(1)
+	for _, c := range []chan rawResponse{held, next} {
+		if resp := <-c; resp.status != http.StatusOK {
+			t.Errorf("%d %s, want 200", resp.status, resp.body)
+		}
+	}
+	if s := e.stats(t); s.TotalRequests != 2 {
+		t.Errorf("the engine saw %d requests, want 2: the one whose client left never reaches it", s.TotalRequests)
+	}
+	r.awaitActive(t, tr.key(), 0)
+}
