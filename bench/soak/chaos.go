@@ -24,6 +24,8 @@ const (
 	chaosQuiesceTier   = "quiesce_tier"
 	chaosDrainMember   = "drain_member"
 	chaosDrainTier     = "drain_tier"
+	chaosQueueOn       = "queue_on"
+	chaosQueueOff      = "queue_off"
 )
 
 // Member ceilings the soak moves between. Four members at the base ceiling
@@ -70,8 +72,8 @@ type chaos struct {
 // applied).
 func (c *chaos) run(ctx context.Context) error {
 	steps := []func(context.Context) error{
-		c.kill, c.ceiling, c.quiesceMember, c.membership,
-		c.kill, c.ceiling, c.quiesceTier, c.strategy,
+		c.kill, c.ceiling, c.quiesceMember, c.membership, c.queue,
+		c.kill, c.ceiling, c.quiesceTier, c.strategy, c.queue,
 	}
 	timer := time.NewTimer(c.pause)
 	defer timer.Stop()
@@ -176,6 +178,18 @@ func (c *chaos) strategy(ctx context.Context) error {
 		next.Strategy = string(sluicev1.StrategyRoundRobin)
 	}
 	return c.apply(ctx, next, chaosStrategy)
+}
+
+// queue gives the tier its admission queue, or takes it away: requests wait
+// in it, or are refused at once, and a removal refuses those waiting.
+func (c *chaos) queue(ctx context.Context) error {
+	next := c.cfg.clone()
+	next.Queue = !c.cfg.Queue
+	fault := chaosQueueOn
+	if !next.Queue {
+		fault = chaosQueueOff
+	}
+	return c.apply(ctx, next, fault)
 }
 
 // quiesceMember quiesces one member, waits for its drain through the admin

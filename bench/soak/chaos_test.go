@@ -100,6 +100,13 @@ func TestChaosSteps(t *testing.T) {
 		t.Fatalf("strategy: %v %s", err, c.cfg.Strategy)
 	}
 
+	if err := c.queue(ctx); err != nil || !c.cfg.Queue || !f.applied[len(f.applied)-1].Queue || c.faults[chaosQueueOn] != 1 {
+		t.Fatalf("queue on: %v, config %+v, faults %v", err, c.cfg, c.faults)
+	}
+	if err := c.queue(ctx); err != nil || c.cfg.Queue || f.applied[len(f.applied)-1].Queue || c.faults[chaosQueueOff] != 1 {
+		t.Fatalf("queue off: %v, config %+v, faults %v", err, c.cfg, c.faults)
+	}
+
 	n := len(f.applied)
 	if err := c.quiesceMember(ctx); err != nil {
 		t.Fatal(err)

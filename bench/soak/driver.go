@@ -25,7 +25,7 @@ const (
 	// within the tier's 1 s timeouts plus a few milliseconds of generation,
 	// so reaching it means the router hung on a request.
 	requestTimeout = 15 * time.Second
-	// refusalPause is how long a worker waits after a 503 or a 502 before
+	// refusalPause is how long a worker waits after a 503, 429 or 502 before
 	// its next request: these answers are instant, and without a pause the
 	// workers would spin on them instead of sending requests that reach
 	// engines. (Retry-After's 1 s would leave the members idle.)
@@ -68,7 +68,8 @@ const (
 // (docs/ROUTER.md#4-errors) to the error codes it may carry.
 var documentedErrors = map[int][]string{
 	http.StatusBadGateway:         {"upstream_unavailable"},
-	http.StatusServiceUnavailable: {"capacity_exhausted", "tier_quiesced", "no_eligible_member", "body_buffer_exhausted"},
+	http.StatusTooManyRequests:    {"queue_full"},
+	http.StatusServiceUnavailable: {"capacity_exhausted", "tier_quiesced", "no_eligible_member", "body_buffer_exhausted", "queue_timeout"},
 	http.StatusGatewayTimeout:     {"upstream_timeout"},
 }
 
@@ -161,14 +162,15 @@ type requestRecord struct {
 }
 
 // failed reports whether the request got neither the engine's whole answer
-// nor a refusal before admission: a 502, a 504, an aborted body or a bad
-// answer. Client disconnects are the client's doing.
+// nor a refusal by admission (its queue's included): a 502, a 504, an
+// aborted body or a bad answer. Client disconnects are the client's doing.
 func (r requestRecord) failed() bool {
 	switch r.Outcome {
 	case outcomeOK, outcomeClientDisconnect:
 		return false
 	case outcomeErrorPrefix + "capacity_exhausted", outcomeErrorPrefix + "tier_quiesced",
-		outcomeErrorPrefix + "no_eligible_member", outcomeErrorPrefix + "body_buffer_exhausted":
+		outcomeErrorPrefix + "no_eligible_member", outcomeErrorPrefix + "body_buffer_exhausted",
+		outcomeErrorPrefix + "queue_full", outcomeErrorPrefix + "queue_timeout":
 		return false
 	}
 	return true
@@ -379,7 +381,7 @@ func (d *driver) worker(ctx context.Context, n int) {
 			return // cut by the end of the run, not by the router.
 		}
 		d.out <- rec
-		if rec.Status == http.StatusServiceUnavailable || rec.Status == http.StatusBadGateway {
+		if rec.Status == http.StatusServiceUnavailable || rec.Status == http.StatusTooManyRequests || rec.Status == http.StatusBadGateway {
 			pause.Reset(refusalPause)
 			select {
 			case <-ctx.Done():

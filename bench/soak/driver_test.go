@@ -176,3 +176,18 @@ func TestErrorClass(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedSparesRefusals: admission's refusals, its queue's included,
+// are not failures of the router; a 502, a 504 or an abort is.
+func TestFailedSparesRefusals(t *testing.T) {
+	for _, code := range []string{"capacity_exhausted", "tier_quiesced", "no_eligible_member", "body_buffer_exhausted", "queue_full", "queue_timeout"} {
+		if (requestRecord{Outcome: outcomeErrorPrefix + code}).failed() {
+			t.Errorf("%s counted as a failure", code)
+		}
+	}
+	for _, outcome := range []string{outcomeErrorPrefix + "upstream_unavailable", outcomeErrorPrefix + "upstream_timeout", outcomeAborted} {
+		if !(requestRecord{Outcome: outcome}).failed() {
+			t.Errorf("%s not counted as a failure", outcome)
+		}
+	}
+}

@@ -187,11 +187,15 @@ func checkDuplicates(logs map[string][]engineRecord) duplicateResult {
 }
 
 // checkLeases lists every tier and member of the capacity view that still
-// holds a lease, and every tier whose active count is not the sum of its
-// members'. An empty list means no lease leaked.
+// holds a lease, every tier whose active count is not the sum of its
+// members', and every tier with a request still waiting in its queue. An
+// empty list means no lease leaked and no request was left waiting.
 func checkLeases(v adminapi.CapacityView) []string {
 	var out []string
 	for _, t := range v.Tiers {
+		if t.Queue.Waiting != 0 {
+			out = append(out, fmt.Sprintf("%s has %d waiting", t.Tier, t.Queue.Waiting))
+		}
 		sum := 0
 		for _, m := range t.Members {
 			sum += m.Active

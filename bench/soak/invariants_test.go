@@ -131,6 +131,11 @@ func TestCheckLeases(t *testing.T) {
 	if got := checkLeases(leaked); len(got) != 2 || !strings.Contains(got[0], "gpu1 holds 1") || !strings.Contains(got[1], "chaos holds 1") {
 		t.Fatalf("leak reported as %v", got)
 	}
+	waiting := adminapi.CapacityView{Tiers: []adminapi.TierCapacity{{Tier: tierKey, Queue: adminapi.TierQueue{Waiting: 2},
+		Members: []adminapi.MemberCapacity{{ID: "gpu0"}}}}}
+	if got := checkLeases(waiting); len(got) != 1 || !strings.Contains(got[0], "2 waiting") {
+		t.Fatalf("requests left waiting reported as %v", got)
+	}
 	skewed := adminapi.CapacityView{Tiers: []adminapi.TierCapacity{{Tier: tierKey, Active: 2,
 		Members: []adminapi.MemberCapacity{{ID: "gpu0", Active: 1}}}}}
 	if got := checkAccounting(skewed); len(got) != 1 {
@@ -204,6 +209,8 @@ func TestCheckOutcomes(t *testing.T) {
 		{ID: "ok", Outcome: outcomeOK},
 		{ID: "ok-unlogged", Outcome: outcomeOK},
 		{ID: "refused", Outcome: outcomeErrorPrefix + "capacity_exhausted"},
+		{ID: "queue full", Outcome: outcomeErrorPrefix + "queue_full"},
+		{ID: "queue timeout", Outcome: outcomeErrorPrefix + "queue_timeout"},
 		{ID: "faulted abort", Fault: faultTruncateSSE, Outcome: outcomeAborted},
 		{ID: "killed abort", Member: "gpu0", Start: ms(900), End: ms(1100), Outcome: outcomeAborted},
 		{ID: "unexplained abort", Member: "gpu1", Start: ms(900), End: ms(1100), Outcome: outcomeAborted},

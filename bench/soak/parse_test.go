@@ -64,6 +64,17 @@ func TestManifest(t *testing.T) {
 			t.Errorf("manifest lacks %q:\n%s", want, raw)
 		}
 	}
+	c.Queue = true
+	queued, err := manifest(c, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"maxRequests: 16", "maxWait: 1s"} {
+		if !bytes.Contains(queued, []byte(want)) || bytes.Contains(raw, []byte(want)) {
+			t.Errorf("%q is not exactly in the manifest with a queue:\n%s", want, queued)
+		}
+	}
+	c.Queue = false
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		desc string

@@ -30,6 +30,15 @@ const (
 	quiesceReason = "soak"
 )
 
+// The tier's admission queue, when the chaos gives it one: room for every
+// worker beyond the base ceilings (24 workers, 16 slots), and a wait that
+// outlasts a generation but not a killed engine's restart, so that waiting
+// requests are admitted, time out and are refused by quiesces alike.
+const (
+	queueMaxRequests = 16
+	queueMaxWait     = time.Second
+)
+
 // errBadTierConfig reports a tier configuration the soak would not write.
 var errBadTierConfig = errors.New("soak: invalid tier configuration")
 
@@ -45,6 +54,9 @@ type tierConfig struct {
 	Members        []memberConfig  `json:"members"`
 	QuiesceTier    bool            `json:"quiesce_tier,omitempty"`
 	QuiesceMembers map[string]bool `json:"quiesce_members,omitempty"`
+	// Queue gives the tier its admission queue (queueMaxRequests,
+	// queueMaxWait).
+	Queue bool `json:"queue,omitempty"`
 }
 
 // clone returns a deep copy.
@@ -117,6 +129,9 @@ func manifest(c tierConfig, addrs map[string]string) ([]byte, error) {
 			ID: m.ID, Endpoint: "http://" + addr, MaxConcurrency: &ceiling,
 			Metrics: &sluicev1.MetricsSpec{Engine: sluicev1.EngineVLLM},
 		})
+	}
+	if c.Queue {
+		t.Spec.Queue = &sluicev1.QueueSpec{MaxRequests: queueMaxRequests, MaxWait: &metav1.Duration{Duration: queueMaxWait}}
 	}
 	if c.QuiesceTier || len(c.QuiesceMembers) > 0 {
 		t.Spec.Quiesce = &sluicev1.QuiesceSpec{}
