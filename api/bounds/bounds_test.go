@@ -118,6 +118,25 @@ func TestCRDRepeatsTheBounds(t *testing.T) {
 		}
 	}
 
+	// The router's queue report: its bounds are the spec's, and no request
+	// waits longer than the longest maxWait.
+	queue := dig(t, crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "status", "properties", "queue", "properties")
+	for _, c := range []struct {
+		path []any
+		want any
+	}{
+		{[]any{"maxRequests", "minimum"}, float64(1)},
+		{[]any{"maxRequests", "maximum"}, float64(bounds.MaxQueueRequests)},
+		{[]any{"waiting", "minimum"}, float64(0)},
+		{[]any{"waiting", "maximum"}, float64(bounds.MaxQueueRequests)},
+		{[]any{"oldestWaitSeconds", "minimum"}, float64(0)},
+		{[]any{"oldestWaitSeconds", "maximum"}, float64(bounds.MaxQueueWaitMillis / 1000)},
+	} {
+		if got := dig(t, queue, c.path...); got != c.want {
+			t.Errorf("CRD status.queue.%v = %v, want %v", c.path, got, c.want)
+		}
+	}
+
 	// The queue's wait bounds are in its CEL rule: duration('…') literals.
 	rule, _ := dig(t, spec, "queue", "properties", "maxWait", "x-kubernetes-validations", 0, "rule").(string)
 	literals := regexp.MustCompile(`duration\('([^']+)'\)`).FindAllStringSubmatch(rule, -1)

@@ -27,6 +27,10 @@ const (
 	MinQueueWait = bounds.MinQueueWaitMillis * time.Millisecond
 	// MaxQueueWait is the upper bound of spec.queue.maxWait.
 	MaxQueueWait = bounds.MaxQueueWaitMillis * time.Millisecond
+	// MaxQueueOldestWaitSeconds is the upper bound of
+	// status.queue.oldestWaitSeconds: no request waits longer than the
+	// longest maxWait.
+	MaxQueueOldestWaitSeconds = bounds.MaxQueueWaitMillis / 1000
 )
 
 // Strategy selects how the router picks a member of a replica tier.
@@ -337,6 +341,40 @@ type ReplicaTierStatus struct {
 	// Router says which router applied which generation.
 	// +optional
 	Router *RouterStatus `json:"router,omitempty"`
+
+	// Queue is the tier's admission queue as the router last reported it,
+	// written by the router only and absent for a tier without spec.queue.
+	// It is coarse on purpose: a change of its numbers alone is written at
+	// most once per 10 seconds per tier (a change of a member's readiness or
+	// phase is written at once and carries the queue along), so it may lag
+	// the router by up to 10 seconds plus the write's own delay. The exact,
+	// current numbers are the router's metrics and its capacity view
+	// (docs/OPERATIONS.md).
+	// +optional
+	Queue *QueueStatus `json:"queue,omitempty"`
+}
+
+// QueueStatus is a tier's admission queue as the router reports it.
+type QueueStatus struct {
+	// MaxRequests is the queue's bound the router applies
+	// (spec.queue.maxRequests of the generation in force).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxRequests int32 `json:"maxRequests"`
+
+	// Waiting is how many requests were waiting in the queue.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	Waiting int32 `json:"waiting"`
+
+	// OldestWaitSeconds is how long the longest-waiting request had
+	// waited, rounded down to whole seconds; 0 when none waits.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=600
+	OldestWaitSeconds int32 `json:"oldestWaitSeconds"`
 }
 
 // AdmissionStatus is the validated admission intent.

@@ -22,6 +22,16 @@ const (
 	// Transitions inside the window are coalesced into the next write, which
 	// carries the latest report.
 	MinWriteInterval = time.Second
+	// QueueStatusInterval is the rate limit of a queue's load: a change of
+	// status.queue's waiting or oldestWaitSeconds alone writes a tier at
+	// most once per ten seconds. While requests wait the oldest wait
+	// changes every second, so writing it as it changes would turn status
+	// into a metrics pipe through the API server (one write per second per
+	// queued tier, and a manager reconcile for each); ten seconds keeps an
+	// operator's view useful at a tenth of that. The exact numbers are the
+	// router's metrics and capacity view. A change of anything else still
+	// writes within MinWriteInterval and carries the queue along.
+	QueueStatusInterval = 10 * time.Second
 	// MaxBackoff caps the pause after consecutive failed writes: one router
 	// per node must not hammer an API server that is down.
 	MaxBackoff = 30 * time.Second
@@ -142,7 +152,8 @@ func (r *Reporter) Run(ctx context.Context) error {
 }
 
 // round writes every changed report whose tier is outside its rate limit
-// window, and returns the number of writes attempted. The first failed
+// window (QueueStatusInterval when only its queue's load changed), and
+// returns the number of writes attempted. The first failed
 // write ends the round and starts a backoff.
 func (r *Reporter) round(ctx context.Context) int {
 	now := r.clock.Now()
@@ -165,6 +176,9 @@ func (r *Reporter) round(ctx context.Context) int {
 		}
 		if !rec.lastAttempt.IsZero() && now.Sub(rec.lastAttempt) < MinWriteInterval {
 			continue // coalesced into a later write.
+		}
+		if rec.written != nil && rec.written.sameButQueueLoad(rep) && now.Sub(rec.lastAttempt) < QueueStatusInterval {
+			continue // only the queue's load changed: written later, or with the next other change.
 		}
 		rec.lastAttempt = now
 		writes++

@@ -36,10 +36,11 @@ func (v *fakeView) Reports() []Report {
 	return v.reports
 }
 
-// fakeWriter records writes and fails while err is set.
+// fakeWriter records writes ("node key gen phases [queue=waiting/max/oldest]")
+// and fails while err is set.
 type fakeWriter struct {
 	mu     sync.Mutex
-	writes []string // "node key gen phases"
+	writes []string
 	err    error
 }
 
@@ -49,7 +50,11 @@ func (w *fakeWriter) Write(_ context.Context, node string, r Report) error {
 	if w.err != nil {
 		return w.err
 	}
-	w.writes = append(w.writes, fmt.Sprintf("%s %s %d %s", node, r.Key(), r.AppliedGeneration, phases(r)))
+	line := fmt.Sprintf("%s %s %d %s", node, r.Key(), r.AppliedGeneration, phases(r))
+	if q := r.Queue; q != nil {
+		line += fmt.Sprintf(" queue=%d/%d/%ds", q.Waiting, q.MaxRequests, q.OldestWaitSeconds)
+	}
+	w.writes = append(w.writes, line)
 	return nil
 }
 
@@ -296,6 +301,97 @@ func TestReporterGoneAndReturningTiers(t *testing.T) {
 	h.view.set(report("a", 1, v1alpha1.MemberAdmitting))
 	if n := h.tick(); n != 1 {
 		t.Fatalf("returning tier: %d writes, want 1", n)
+	}
+}
+
+// queued returns report("a", 1, phase) with a queue of 64 holding waiting
+// requests, the oldest waiting oldest seconds.
+func queued(phase v1alpha1.MemberPhase, waiting, oldest int32) Report {
+	r := report("a", 1, phase)
+	r.Queue = &v1alpha1.QueueStatus{MaxRequests: 64, Waiting: waiting, OldestWaitSeconds: oldest}
+	return r
+}
+
+// TestReporterWritesQueueLoadAtMostEveryTenSeconds proves a change of the
+// queue's load alone writes at most once per QueueStatusInterval, while a
+// member's transition still writes at once (within MinWriteInterval) and
+// carries the current queue along, and a queue that changes its bound or
+// goes away is a configuration change, written at once.
+func TestReporterWritesQueueLoadAtMostEveryTenSeconds(t *testing.T) {
+	verifyNoLeaks(t)
+	h := startReporter(t, queued(v1alpha1.MemberAdmitting, 0, 0))
+	const a = "gpu-node-1 ns/a 1 gpu0=Admitting/true;"
+	if got := h.writer.take(); fmt.Sprint(got) != fmt.Sprint([]string{a + "gpu1=Admitting/true; queue=0/64/0s"}) {
+		t.Fatalf("first write %q", got)
+	}
+	ticks := int(QueueStatusInterval / DefaultInterval)
+
+	// Requests wait and the oldest wait grows every second: nothing is
+	// written before ten seconds, one write of the latest load at ten.
+	for i := 1; i < ticks; i++ {
+		h.view.set(queued(v1alpha1.MemberAdmitting, 3, int32(i/4))) //nolint:gosec // i < 40.
+		if n := h.tick(); n != 0 {
+			t.Fatalf("t=%v: a queue-only change wrote %d times", time.Duration(i)*DefaultInterval, n)
+		}
+	}
+	h.view.set(queued(v1alpha1.MemberAdmitting, 4, 9))
+	if n := h.tick(); n != 1 {
+		t.Fatalf("t=10s: %d writes, want 1", n)
+	}
+	if got := h.writer.take(); len(got) != 1 || got[0] != a+"gpu1=Admitting/true; queue=4/64/9s" {
+		t.Fatalf("t=10s: writes %q", got)
+	}
+
+	// t=12 s: the queue changed at 10.25 s (not written: inside the ten
+	// seconds), then a member drains: written at once, with the queue.
+	h.view.set(queued(v1alpha1.MemberAdmitting, 5, 10))
+	for range 7 {
+		if n := h.tick(); n != 0 {
+			t.Fatalf("a queue-only change wrote %d times", n)
+		}
+	}
+	h.view.set(queued(v1alpha1.MemberDraining, 6, 11))
+	if n := h.tick(); n != 1 {
+		t.Fatalf("a member's transition wrote %d times, want 1", n)
+	}
+	if got := h.writer.take(); len(got) != 1 || got[0] != a+"gpu1=Draining/true; queue=6/64/11s" {
+		t.Fatalf("transition writes %q", got)
+	}
+
+	// The queue's load changes again: the ten seconds count from that
+	// write, so nothing before t=22 s.
+	h.view.set(queued(v1alpha1.MemberDraining, 0, 0))
+	for range ticks - 1 {
+		if n := h.tick(); n != 0 {
+			t.Fatalf("a queue-only change wrote %d times within ten seconds of the last write", n)
+		}
+	}
+	if n := h.tick(); n != 1 {
+		t.Fatalf("t=22s: %d writes, want 1", n)
+	}
+	h.writer.take()
+
+	// A new bound (a new spec.queue applied) and a queue removed are
+	// written within MinWriteInterval.
+	r := queued(v1alpha1.MemberDraining, 0, 0)
+	r.Queue.MaxRequests = 128
+	h.view.set(r)
+	for range 3 {
+		h.tick()
+	}
+	if n := h.tick(); n != 1 {
+		t.Fatalf("a new queue bound: %d writes at t+1s, want 1", n)
+	}
+	r.Queue = nil
+	h.view.set(r)
+	for range 3 {
+		h.tick()
+	}
+	if n := h.tick(); n != 1 {
+		t.Fatalf("a removed queue: %d writes at t+1s, want 1", n)
+	}
+	if got := h.writer.take(); fmt.Sprint(got) != fmt.Sprint([]string{a + "gpu1=Draining/true; queue=0/128/0s", a + "gpu1=Draining/true;"}) {
+		t.Fatalf("writes %q", got)
 	}
 }
 

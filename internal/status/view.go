@@ -25,6 +25,9 @@ type Report struct {
 	// Members are the applied members with their readiness and effective
 	// phase, sorted by id; they become status.members.
 	Members []v1alpha1.MemberStatus
+	// Queue is the admission queue of the configuration in force; nil when
+	// it has none. It becomes status.queue.
+	Queue *v1alpha1.QueueStatus
 }
 
 // Key is the tier's namespace/name.
@@ -32,9 +35,18 @@ func (r Report) Key() string { return r.Namespace + "/" + r.Name }
 
 // equal reports whether two reports say the same.
 func (r Report) equal(o Report) bool {
+	return r.sameButQueueLoad(o) && (r.Queue == nil || *r.Queue == *o.Queue)
+}
+
+// sameButQueueLoad reports whether two reports say the same except,
+// perhaps, for their queue's load (waiting and oldestWaitSeconds): the
+// change the Reporter writes at most once per QueueStatusInterval. A queue
+// that appears, disappears or changes its bound is a configuration change.
+func (r Report) sameButQueueLoad(o Report) bool {
 	return r.Namespace == o.Namespace && r.Name == o.Name && r.AppliedGeneration == o.AppliedGeneration &&
 		(r.ApplyError == nil) == (o.ApplyError == nil) && (r.ApplyError == nil || *r.ApplyError == *o.ApplyError) &&
-		slices.Equal(r.Members, o.Members)
+		slices.Equal(r.Members, o.Members) &&
+		(r.Queue == nil) == (o.Queue == nil) && (r.Queue == nil || r.Queue.MaxRequests == o.Queue.MaxRequests)
 }
 
 // View is what a Reporter reports.
@@ -60,8 +72,10 @@ type RouterState interface {
 // applies or failed to apply that carries a generation (the kube source's):
 // the generation actually in force (router.Router.Applied, never the
 // snapshot's, so a generation that failed to apply is never claimed), the
-// generation that failed and why, and each member of the configuration in
-// force with its readiness and admission phase from the capacity view.
+// generation that failed and why, each member of the configuration in
+// force with its readiness and admission phase from the capacity view, and
+// the tier's admission queue from the capacity view (its bound, the
+// requests waiting and the oldest wait, timed by the router's clock).
 // Removed members still holding leases are not reported: status.members
 // lists the members of the applied generation. It is safe for concurrent
 // use.
@@ -112,10 +126,27 @@ func (v *RouterView) Reports() []Report {
 				}
 				r.Members = append(r.Members, v1alpha1.MemberStatus{ID: mc.ID, Ready: mc.Ready, Phase: v1alpha1.MemberPhase(mc.Phase)})
 			}
+			r.Queue = queueStatus(tc.Queue)
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// queueStatus projects a tier's queue in the capacity view: nil when the
+// tier has none, the oldest wait rounded down to whole seconds. Every number
+// is clamped to the API's bounds, so a report never fails validation (the
+// wait of a request whose deadline fires late may pass the longest
+// maxWait by a moment).
+func queueStatus(q adminapi.TierQueue) *v1alpha1.QueueStatus {
+	if q.MaxRequests == nil {
+		return nil
+	}
+	return &v1alpha1.QueueStatus{
+		MaxRequests:       int32(min(max(*q.MaxRequests, 1), v1alpha1.MaxQueueRequests)),                   //nolint:gosec // clamped to the API's bounds.
+		Waiting:           int32(min(max(q.Waiting, 0), v1alpha1.MaxQueueRequests)),                        //nolint:gosec // clamped to the API's bounds.
+		OldestWaitSeconds: int32(min(max(q.OldestWaitMillis/1000, 0), v1alpha1.MaxQueueOldestWaitSeconds)), //nolint:gosec // clamped to the API's bounds.
+	}
 }
 
 // truncateMessage returns s cut to at most n bytes on a rune boundary,

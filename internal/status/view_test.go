@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -179,6 +180,40 @@ func TestRouterViewProjection(t *testing.T) {
 		!strings.HasSuffix(msg, "é...") {
 		t.Fatalf("apply error = %d %q (%d bytes), want generation 3 cut on a rune boundary within the bound",
 			got[0].ApplyError.Generation, msg, len(msg))
+	}
+}
+
+// TestRouterViewQueue proves the report carries the capacity view's queue:
+// nil without a bound, the oldest wait rounded down to whole seconds, and
+// every number clamped to the API's bounds so a write never fails on them.
+func TestRouterViewQueue(t *testing.T) {
+	n := func(i int) *int { return &i }
+	for _, tc := range []struct {
+		name  string
+		queue adminapi.TierQueue
+		want  *v1alpha1.QueueStatus
+	}{
+		{"no queue", adminapi.TierQueue{}, nil},
+		{"idle", adminapi.TierQueue{MaxRequests: n(64)}, &v1alpha1.QueueStatus{MaxRequests: 64}},
+		{"rounded down", adminapi.TierQueue{MaxRequests: n(64), Waiting: 3, OldestWaitMillis: 12_999},
+			&v1alpha1.QueueStatus{MaxRequests: 64, Waiting: 3, OldestWaitSeconds: 12}},
+		{"under a second", adminapi.TierQueue{MaxRequests: n(64), Waiting: 1, OldestWaitMillis: 999},
+			&v1alpha1.QueueStatus{MaxRequests: 64, Waiting: 1}},
+		{"a deadline that fired late", adminapi.TierQueue{MaxRequests: n(v1alpha1.MaxQueueRequests), Waiting: v1alpha1.MaxQueueRequests + 1,
+			OldestWaitMillis: int64(v1alpha1.MaxQueueWait/time.Millisecond) + 2500},
+			&v1alpha1.QueueStatus{MaxRequests: v1alpha1.MaxQueueRequests, Waiting: v1alpha1.MaxQueueRequests, OldestWaitSeconds: v1alpha1.MaxQueueOldestWaitSeconds}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := fakeState{
+				capacity: adminapi.CapacityView{Tiers: []adminapi.TierCapacity{{Tier: "default/llama", Queue: tc.queue,
+					Members: []adminapi.MemberCapacity{{ID: "gpu0", Ready: true, Phase: "Admitting", State: "admitting"}}}}},
+				applied: []adminapi.AppliedTier{{Key: "default/llama", Namespace: "default", Name: "llama", Generation: 2, Members: []string{"gpu0"}}},
+			}
+			got := NewRouterView(state).Reports()
+			if len(got) != 1 || !reflect.DeepEqual(got[0].Queue, tc.want) {
+				t.Fatalf("reports = %+v, want queue %+v", got, tc.want)
+			}
+		})
 	}
 }
 

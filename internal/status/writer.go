@@ -43,7 +43,8 @@ func (w *APIWriter) Write(ctx context.Context, node string, report Report) error
 // applyObject is the apply configuration of one report: exactly the
 // router-owned fields. Every member entry is listed, so a member the router
 // no longer applies leaves status.members with the next apply, and
-// status.router.applyError leaves with the first apply that omits it.
+// status.router.applyError and status.queue leave with the first apply
+// that omits them.
 func applyObject(node string, report Report) *unstructured.Unstructured {
 	members := make([]any, 0, len(report.Members))
 	for _, m := range report.Members {
@@ -53,13 +54,16 @@ func applyObject(node string, report Report) *unstructured.Unstructured {
 	if e := report.ApplyError; e != nil {
 		rs["applyError"] = map[string]any{"generation": e.Generation, "message": e.Message}
 	}
+	st := map[string]any{"router": rs, "members": members}
+	if q := report.Queue; q != nil {
+		// int64, as unstructured content must be to deep-copy.
+		st["queue"] = map[string]any{"maxRequests": int64(q.MaxRequests), "waiting": int64(q.Waiting),
+			"oldestWaitSeconds": int64(q.OldestWaitSeconds)}
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ReplicaTier",
 		"metadata":   map[string]any{"name": report.Name, "namespace": report.Namespace},
-		"status": map[string]any{
-			"router":  rs,
-			"members": members,
-		},
+		"status":     st,
 	}}
 }

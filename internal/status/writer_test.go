@@ -56,6 +56,24 @@ func TestApplyObjectApplyError(t *testing.T) {
 	}
 }
 
+// TestApplyObjectQueue proves a report's queue is written as status.queue,
+// and that a report without one omits the field, which server-side apply
+// then removes.
+func TestApplyObjectQueue(t *testing.T) {
+	r := Report{Namespace: "ns", Name: "llama", AppliedGeneration: 2,
+		Queue: &v1alpha1.QueueStatus{MaxRequests: 64, Waiting: 3, OldestWaitSeconds: 12}}
+	u := applyObject("gpu-node-1", r)
+	want := map[string]any{"maxRequests": int64(64), "waiting": int64(3), "oldestWaitSeconds": int64(12)}
+	if got := u.Object["status"].(map[string]any)["queue"]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("status.queue = %#v, want %#v", got, want)
+	}
+	_ = u.DeepCopy() // JSON-compatible values only.
+	r.Queue = nil
+	if _, ok := applyObject("gpu-node-1", r).Object["status"].(map[string]any)["queue"]; ok {
+		t.Fatal("a report without a queue writes one")
+	}
+}
+
 // TestReportEqual proves a changed apply error is a changed report, so the
 // reporter writes it.
 func TestReportEqual(t *testing.T) {
@@ -71,6 +89,34 @@ func TestReportEqual(t *testing.T) {
 		t.Fatal("equal reports differ")
 	case base.equal(failed), failed.equal(base), failed.equal(other):
 		t.Fatal("reports with different apply errors are equal")
+	}
+
+	// The queue: its load alone is a change sameButQueueLoad ignores; a
+	// queue that appears, goes or changes its bound is not.
+	withQueue := func(max, waiting, oldest int32) Report {
+		r := base
+		r.Queue = &v1alpha1.QueueStatus{MaxRequests: max, Waiting: waiting, OldestWaitSeconds: oldest}
+		return r
+	}
+	for _, tc := range []struct {
+		name            string
+		a, b            Report
+		equal, loadOnly bool
+	}{
+		{"same queue", withQueue(64, 3, 12), withQueue(64, 3, 12), true, true},
+		{"waiting", withQueue(64, 3, 12), withQueue(64, 4, 12), false, true},
+		{"oldest wait", withQueue(64, 3, 12), withQueue(64, 3, 13), false, true},
+		{"bound", withQueue(64, 3, 12), withQueue(128, 3, 12), false, false},
+		{"queue added", base, withQueue(64, 0, 0), false, false},
+		{"queue removed", withQueue(64, 0, 0), base, false, false},
+		{"apply error with the same load", withQueue(64, 3, 12), func() Report { r := withQueue(64, 3, 12); r.ApplyError = failed.ApplyError; return r }(), false, false},
+	} {
+		if got := tc.a.equal(tc.b); got != tc.equal {
+			t.Errorf("%s: equal = %t, want %t", tc.name, got, tc.equal)
+		}
+		if got := tc.a.sameButQueueLoad(tc.b); got != tc.loadOnly {
+			t.Errorf("%s: sameButQueueLoad = %t, want %t", tc.name, got, tc.loadOnly)
+		}
 	}
 }
 

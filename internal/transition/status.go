@@ -1,6 +1,9 @@
 package transition
 
 import (
+	"fmt"
+	"strconv"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -35,6 +38,9 @@ type Status struct {
 	Ready string `json:"ready"`
 	// TierQuiesce is spec.quiesce.tier; empty when the tier admits.
 	TierQuiesce string `json:"tierQuiesce,omitempty"`
+	// Queue is the tier's admission queue; absent when neither its spec nor
+	// the router's report has one.
+	Queue *QueueStatus `json:"queue,omitempty"`
 	// Members are the spec's members (or the one asked for), sorted by id.
 	Members []MemberStatus `json:"members"`
 }
@@ -52,6 +58,47 @@ type MemberStatus struct {
 	Phase string `json:"phase,omitempty"`
 }
 
+// QueueStatus is a tier's admission queue in a Status: the router's coarse
+// report (status.queue, at most about ten seconds old; the router's
+// metrics and capacity view are exact).
+type QueueStatus struct {
+	// MaxRequests is the queue's bound: the router's when it reported one,
+	// else spec.queue.maxRequests.
+	MaxRequests int32 `json:"maxRequests"`
+	// Waiting is how many requests the router reported waiting; null when
+	// it reports no queue.
+	Waiting *int32 `json:"waiting"`
+	// OldestWaitSeconds is how long the oldest of them had waited, in whole
+	// seconds; null when the router reports no queue.
+	OldestWaitSeconds *int32 `json:"oldestWaitSeconds"`
+}
+
+// String describes the queue as the plugin prints it, such as "3/64
+// waiting, oldest 12s", with dashes for what the router has not reported.
+func (q QueueStatus) String() string {
+	waiting, oldest := "-", "-"
+	if q.Waiting != nil {
+		waiting = strconv.FormatInt(int64(*q.Waiting), 10)
+	}
+	if q.OldestWaitSeconds != nil {
+		oldest = strconv.FormatInt(int64(*q.OldestWaitSeconds), 10) + "s"
+	}
+	return fmt.Sprintf("%s/%d waiting, oldest %s", waiting, q.MaxRequests, oldest)
+}
+
+// newQueueStatus projects t's queue: the router's report when there is one,
+// else the spec's bound with nothing reported, else nil.
+func newQueueStatus(t *v1alpha1.ReplicaTier) *QueueStatus {
+	if q := t.Status.Queue; q != nil {
+		waiting, oldest := q.Waiting, q.OldestWaitSeconds
+		return &QueueStatus{MaxRequests: q.MaxRequests, Waiting: &waiting, OldestWaitSeconds: &oldest}
+	}
+	if q := t.Spec.Queue; q != nil {
+		return &QueueStatus{MaxRequests: q.MaxRequests}
+	}
+	return nil
+}
+
 // NewStatus projects t; member, when set, keeps only that member.
 func NewStatus(t *v1alpha1.ReplicaTier, member string) Status {
 	s := Status{
@@ -65,6 +112,7 @@ func NewStatus(t *v1alpha1.ReplicaTier, member string) Status {
 		Programmed:         ConditionStatus(t, v1alpha1.ConditionProgrammed),
 		Ready:              ConditionStatus(t, v1alpha1.ConditionReady),
 		TierQuiesce:        Intent(t, ""),
+		Queue:              newQueueStatus(t),
 		Members:            []MemberStatus{},
 	}
 	if s.Strategy == "" {

@@ -3,6 +3,7 @@ package transition_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -393,8 +394,37 @@ func TestNewStatus(t *testing.T) {
 	}
 	s = transition.NewStatus(e.Tier(t, "embed"), "")
 	if s.Strategy != "Direct" || s.AppliedGeneration != nil || s.RouterNode != "" || s.Accepted != "Unknown" ||
-		len(s.Members) != 1 || s.Members[0].Ready != nil || s.Members[0].Phase != "" {
+		len(s.Members) != 1 || s.Members[0].Ready != nil || s.Members[0].Phase != "" || s.Queue != nil {
 		t.Fatalf("embed status = %+v", s)
+	}
+}
+
+// TestNewStatusQueue proves the queue is the router's report when there is
+// one, the spec's bound with nothing reported before the router reports,
+// and absent for a tier with no queue.
+func TestNewStatusQueue(t *testing.T) {
+	e := tt.New(t)
+	llama := e.Tier(t, "llama")
+	n := func(i int32) *int32 { return &i }
+	if got, want := transition.NewStatus(llama, ""), (&transition.QueueStatus{MaxRequests: 64, Waiting: n(3), OldestWaitSeconds: n(12)}); !reflect.DeepEqual(got.Queue, want) {
+		t.Fatalf("reported queue = %+v, want %+v", got.Queue, want)
+	}
+	if got := transition.NewStatus(llama, "gpu1").Queue; got == nil || got.String() != "3/64 waiting, oldest 12s" {
+		t.Fatalf("a member's status: queue %v", got)
+	}
+	// The router reports the bound it applies, which may lag the spec.
+	llama.Spec.Queue.MaxRequests = 128
+	if got := transition.NewStatus(llama, "").Queue; got.MaxRequests != 64 {
+		t.Fatalf("queue = %+v, want the router's bound 64", got)
+	}
+	llama.Status.Queue = nil
+	if got, want := transition.NewStatus(llama, "").Queue, (&transition.QueueStatus{MaxRequests: 128}); !reflect.DeepEqual(got, want) ||
+		got.String() != "-/128 waiting, oldest -" {
+		t.Fatalf("unreported queue = %+v (%v), want %+v", got, got, want)
+	}
+	llama.Spec.Queue = nil
+	if got := transition.NewStatus(llama, "").Queue; got != nil {
+		t.Fatalf("a tier without a queue shows %+v", got)
 	}
 }
 

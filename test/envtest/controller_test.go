@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -338,5 +339,61 @@ var _ = Describe("ReplicaTier controller", func() {
 		Expect(w.Write(ctx, ns, status.Report{Namespace: ns, Name: "llama", AppliedGeneration: 2, Members: members})).To(Succeed())
 		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonApplied, 2)))
 		Expect(get(ctx, t).Status.Router).To(Equal(&sluicev1.RouterStatus{Node: ns, AppliedGeneration: 2}))
+	})
+
+	// The router's queue report (internal/status): stored as written, bounded
+	// by the API server, owned by the router alone, and removed by the first
+	// report without one.
+	It("stores the router's queue report within its bounds and removes it with a report that has none", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		t := tierIn(ns, "llama", ns)
+		t.Spec.Queue = &sluicev1.QueueSpec{MaxRequests: 64, MaxWait: &metav1.Duration{Duration: 30 * time.Second}}
+		Expect(k8sClient.Create(ctx, t)).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionAccepted)).Should(Equal(want(metav1.ConditionTrue, sluicev1.ReasonAccepted, 1)))
+		w := status.NewAPIWriter(k8sClient)
+		members := []sluicev1.MemberStatus{{ID: "gpu0", Ready: true, Phase: sluicev1.MemberAdmitting}}
+		report := func(q sluicev1.QueueStatus) status.Report {
+			return status.Report{Namespace: ns, Name: "llama", AppliedGeneration: 1, Members: members, Queue: &q}
+		}
+
+		Expect(w.Write(ctx, ns, report(sluicev1.QueueStatus{MaxRequests: 64, Waiting: 3, OldestWaitSeconds: 12}))).To(Succeed())
+		Expect(get(ctx, t).Status.Queue).To(Equal(&sluicev1.QueueStatus{MaxRequests: 64, Waiting: 3, OldestWaitSeconds: 12}))
+		// The extremes the router may write pass.
+		edge := sluicev1.QueueStatus{MaxRequests: sluicev1.MaxQueueRequests, Waiting: sluicev1.MaxQueueRequests,
+			OldestWaitSeconds: sluicev1.MaxQueueOldestWaitSeconds}
+		Expect(w.Write(ctx, ns, report(edge))).To(Succeed())
+		Expect(get(ctx, t).Status.Queue).To(Equal(&edge))
+
+		// Beyond the bounds, the API server refuses the write and keeps the
+		// last report.
+		for _, bad := range []sluicev1.QueueStatus{
+			{MaxRequests: 0, Waiting: 0},
+			{MaxRequests: sluicev1.MaxQueueRequests + 1},
+			{MaxRequests: 64, Waiting: -1},
+			{MaxRequests: 64, Waiting: sluicev1.MaxQueueRequests + 1},
+			{MaxRequests: 64, OldestWaitSeconds: -1},
+			{MaxRequests: 64, OldestWaitSeconds: sluicev1.MaxQueueOldestWaitSeconds + 1},
+		} {
+			Expect(w.Write(ctx, ns, report(bad))).To(MatchError(ContainSubstring("status.queue")), "%+v", bad)
+		}
+		cur := get(ctx, t)
+		Expect(cur.Status.Queue).To(Equal(&edge))
+		for _, mf := range cur.ManagedFields {
+			owns := ContainSubstring(`"f:oldestWaitSeconds"`) // a field of status.queue only.
+			if mf.Manager == "sluice-router" {
+				Expect(mf.FieldsV1.GetRawString()).To(owns)
+			} else {
+				Expect(mf.FieldsV1.GetRawString()).NotTo(owns, "manager %s owns status.queue", mf.Manager)
+			}
+		}
+
+		// The manager's own status patches leave the router's queue alone.
+		Expect(mergePatch(ctx, t, `{"spec":{"quiesce":{"members":{"gpu0":"maintenance"}}}}`)).To(Succeed())
+		Eventually(condition(ctx, t, sluicev1.ConditionProgrammed)).Should(Equal(want(metav1.ConditionFalse, sluicev1.ReasonPending, 2)))
+		Expect(get(ctx, t).Status.Queue).To(Equal(&edge))
+
+		// A report without a queue (the spec's queue removed) removes it.
+		Expect(w.Write(ctx, ns, status.Report{Namespace: ns, Name: "llama", AppliedGeneration: 2, Members: members})).To(Succeed())
+		Expect(get(ctx, t).Status.Queue).To(BeNil())
 	})
 })

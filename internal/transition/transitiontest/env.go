@@ -44,8 +44,9 @@ type Patch struct {
 
 // Env is a fake API server holding two tiers in Namespace: llama (two
 // members gpu0 and gpu1, gpu1 quiesced with reason maintenance and Drained,
-// generation 3 applied by the router on gpu-node-1) and embed (a direct
-// tier, one member gpu0, no status). Real patches raise the generation as
+// an admission queue of 64 where the router reports 3 requests waiting, the
+// oldest for 12 s, generation 3 applied by the router on gpu-node-1) and
+// embed (a direct tier, one member gpu0, no queue, no status). Real patches raise the generation as
 // the API server does; dry runs store nothing; lists honour their limit.
 type Env struct {
 	// Client is the client under test: it records patches and signals
@@ -81,6 +82,7 @@ func New(t testing.TB) *Env {
 	llama := validationtable.Base()
 	llama.Namespace, llama.Name, llama.Generation = Namespace, "llama", 3
 	llama.Spec.Quiesce = &v1alpha1.QuiesceSpec{Tier: "", Members: map[string]v1alpha1.QuiesceReason{"gpu1": "maintenance"}}
+	llama.Spec.Queue = &v1alpha1.QueueSpec{MaxRequests: 64, MaxWait: &metav1.Duration{Duration: 30 * time.Second}}
 	llama.Status = v1alpha1.ReplicaTierStatus{
 		ObservedGeneration: 3,
 		Conditions: []metav1.Condition{
@@ -92,6 +94,7 @@ func New(t testing.TB) *Env {
 			{ID: "gpu0", Ready: true, Phase: v1alpha1.MemberAdmitting},
 			{ID: "gpu1", Ready: true, Phase: v1alpha1.MemberDrained},
 		},
+		Queue: &v1alpha1.QueueStatus{MaxRequests: 64, Waiting: 3, OldestWaitSeconds: 12},
 	}
 	embed := validationtable.Base()
 	embed.Namespace, embed.Name = Namespace, "embed"

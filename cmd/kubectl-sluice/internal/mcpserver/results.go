@@ -46,7 +46,15 @@ type tierView struct {
 	Ready              string       `json:"ready" jsonschema:"the Ready condition's status: True, False or Unknown"`
 	TierQuiesce        string       `json:"tierQuiesce" jsonschema:"spec.quiesce.tier: the reason the whole tier is quiesced; empty when it admits"`
 	MemberCount        int          `json:"memberCount" jsonschema:"how many members the tier has"`
+	Queue              *queueView   `json:"queue" jsonschema:"the tier's admission queue as the router last reported it (status.queue, up to about 10 s old; the router's metrics and capacity view are exact); null when the tier has no queue"`
 	Members            []memberView `json:"members" jsonschema:"the members (only the one asked about, for a member transition), sorted by id"`
+}
+
+// queueView is a tier's admission queue in a tierView.
+type queueView struct {
+	MaxRequests       int32  `json:"maxRequests" jsonschema:"the queue's bound: the router's when it reported one, else spec.queue.maxRequests"`
+	Waiting           *int32 `json:"waiting" jsonschema:"how many requests the router reported waiting; null when it has not reported the queue"`
+	OldestWaitSeconds *int32 `json:"oldestWaitSeconds" jsonschema:"how long the oldest waiting request had waited, in whole seconds (0 when none waits); null when the router has not reported the queue"`
 }
 
 // memberView is one member in a tierView.
@@ -96,6 +104,9 @@ func newTierView(t *v1alpha1.ReplicaTier, member string) tierView {
 		TierQuiesce:        s.TierQuiesce,
 		MemberCount:        len(t.Spec.Members),
 		Members:            make([]memberView, 0, len(s.Members)),
+	}
+	if q := s.Queue; q != nil {
+		v.Queue = &queueView{MaxRequests: q.MaxRequests, Waiting: q.Waiting, OldestWaitSeconds: q.OldestWaitSeconds}
 	}
 	ceilings := make(map[string]*int32, len(t.Spec.Members))
 	for _, m := range t.Spec.Members {

@@ -263,9 +263,10 @@ func changedOrNot(changed bool) string {
 	return outcomeUnchanged
 }
 
-// statusLine is status's one-line result: the scope's intent and each
-// member's phase, for example "inference/llama: admitting; gpu0 Admitting,
-// gpu1 Drained (quiesced: maintenance)".
+// statusLine is status's one-line result: the scope's intent, each
+// member's phase and the queue when the tier has one, for example
+// "inference/llama: admitting; gpu0 Admitting, gpu1 Drained (quiesced:
+// maintenance); queue 3/64 waiting, oldest 12s".
 func statusLine(v tierView, member string) string {
 	scope := v.Namespace + "/" + v.Name
 	if member != "" {
@@ -286,5 +287,9 @@ func statusLine(v tierView, member string) string {
 		}
 		parts = append(parts, p)
 	}
-	return scope + ": " + intent + "; " + strings.Join(parts, ", ")
+	line := scope + ": " + intent + "; " + strings.Join(parts, ", ")
+	if q := v.Queue; q != nil {
+		line += "; queue " + transition.QueueStatus{MaxRequests: q.MaxRequests, Waiting: q.Waiting, OldestWaitSeconds: q.OldestWaitSeconds}.String()
+	}
+	return line
 }

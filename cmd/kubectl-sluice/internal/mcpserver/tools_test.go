@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -84,8 +85,21 @@ func TestListTiers(t *testing.T) {
 		m[1].ID != "gpu1" || m[1].Phase != "Drained" || m[1].Quiesce != "maintenance" {
 		t.Fatalf("llama members %+v", m)
 	}
-	if em := out.Tiers[0]; em.Strategy != "Direct" || em.MemberCount != 1 || em.AppliedGeneration != nil || em.Members[0].Ready != nil {
+	if q := l.Queue; q == nil || q.MaxRequests != 64 || *q.Waiting != 3 || *q.OldestWaitSeconds != 12 {
+		t.Fatalf("llama queue %+v, want the router's report 3/64, oldest 12 s", q)
+	}
+	if em := out.Tiers[0]; em.Strategy != "Direct" || em.MemberCount != 1 || em.AppliedGeneration != nil || em.Members[0].Ready != nil || em.Queue != nil {
 		t.Fatalf("embed %+v", em)
+	}
+	var raw struct {
+		Tiers []map[string]any `json:"tiers"`
+	}
+	decode(t, res, &raw)
+	if q, want := raw.Tiers[1]["queue"], map[string]any{"maxRequests": 64.0, "waiting": 3.0, "oldestWaitSeconds": 12.0}; !reflect.DeepEqual(q, want) {
+		t.Fatalf("llama queue JSON %v, want %v", q, want)
+	}
+	if q, ok := raw.Tiers[0]["queue"]; !ok || q != nil {
+		t.Fatalf("embed queue JSON %v (present %t), want null (no queue)", q, ok)
 	}
 
 	// Another namespace; a bad one is a tool error.
@@ -113,7 +127,7 @@ func TestTransitions(t *testing.T) {
 		wantGPU0    string
 	}{
 		{`{"action":"status","tier":"inference/llama"}`, outcomeReported,
-			"inference/llama: admitting; gpu0 Admitting, gpu1 Drained (quiesced: maintenance)", "", false, ""},
+			"inference/llama: admitting; gpu0 Admitting, gpu1 Drained (quiesced: maintenance); queue 3/64 waiting, oldest 12s", "", false, ""},
 		{`{"action":"quiesce","tier":"inference/llama","member":"gpu0","reason":"driver"}`, outcomeChanged,
 			"replicatier.sluice.dev/llama member gpu0 quiesced (driver)", `{"spec":{"quiesce":{"members":{"gpu0":"driver"}}}}`, false, "driver"},
 		{`{"action":"quiesce","tier":"inference/llama","member":"gpu0","reason":"driver"}`, outcomeUnchanged,
@@ -125,7 +139,7 @@ func TestTransitions(t *testing.T) {
 		{`{"action":"readmit","tier":"inference/llama","member":"gpu0"}`, outcomeUnchanged,
 			"replicatier.sluice.dev/llama member gpu0 already admitting", "", false, ""},
 		{`{"action":"status","tier":"inference/llama","member":"gpu1","dry_run":true}`, outcomeReported,
-			"inference/llama member gpu1: admitting; gpu1 Drained (quiesced: maintenance)", "", false, ""},
+			"inference/llama member gpu1: admitting; gpu1 Drained (quiesced: maintenance); queue 3/64 waiting, oldest 12s", "", false, ""},
 	}
 	for _, s := range steps {
 		var out transitionOutput

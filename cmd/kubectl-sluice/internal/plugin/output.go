@@ -46,6 +46,9 @@ func (c *cli) print(s transition.Status, msg string) error {
 		return err
 	}
 	fmt.Fprintln(c.streams.Out)
+	if s.Queue != nil {
+		fmt.Fprintf(c.streams.Out, "QUEUE  %s\n\n", s.Queue)
+	}
 	w = printers.GetNewTabWriter(c.streams.Out)
 	fmt.Fprintln(w, "MEMBER\tREADY\tPHASE\tQUIESCED")
 	for _, m := range s.Members {

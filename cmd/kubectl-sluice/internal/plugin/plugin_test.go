@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,10 +64,16 @@ func TestStatusTable(t *testing.T) {
 		`inference/llama +gpu-node-1 +Capacity +3 +3 +True +True +Unknown +-`,
 		`gpu0 +true +Admitting +-`,
 		`gpu1 +true +Drained +maintenance`,
+		`(?m)^QUEUE +3/64 waiting, oldest 12s$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
+	}
+	// A tier without a queue says nothing about one.
+	out, err = e.run("status", "embed")
+	if err != nil || strings.Contains(strings.ToLower(out), "queue") {
+		t.Fatalf("status embed: %v\n%s", err, out)
 	}
 	out, err = e.run("status", "llama", "--member", "gpu1")
 	if err != nil || strings.Contains(out, "gpu0") || !strings.Contains(out, "gpu1") {
@@ -85,8 +92,26 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if s.Name != "embed" || s.Strategy != "Direct" || s.AppliedGeneration != nil || s.Accepted != "Unknown" ||
-		len(s.Members) != 1 || s.Members[0].Ready != nil || s.Members[0].Phase != "" {
+		len(s.Members) != 1 || s.Members[0].Ready != nil || s.Members[0].Phase != "" || s.Queue != nil {
 		t.Fatalf("status = %+v", s)
+	}
+	if strings.Contains(out, "queue") {
+		t.Fatalf("a tier without a queue shows one:\n%s", out)
+	}
+
+	// The queue as the router reports it.
+	out, err = e.run("status", "llama", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Queue map[string]any `json:"queue"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if want := map[string]any{"maxRequests": 64.0, "waiting": 3.0, "oldestWaitSeconds": 12.0}; !reflect.DeepEqual(doc.Queue, want) {
+		t.Fatalf("queue = %v, want %v", doc.Queue, want)
 	}
 }
 
