@@ -17,7 +17,9 @@
 //     engines through Capacity with a queue and ceilings at the engines'
 //     slots, and through Capacity and RoundRobin with ceilings above them;
 //   - two tenants: two API keys, one sending ten times the other's rate,
-//     through one tier with a queue and a per-tenant share;
+//     through one tier with a queue and a per-tenant share, each tenant's
+//     wait read from the router's decision records (joined to the
+//     responses by X-Request-Id);
 //   - SSE streams: 1000 concurrent streams through one router, measuring
 //     its memory and the leases left after the streams end.
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,9 @@ type scriptedStep struct {
 	delay  time.Duration
 	status int
 	body   string
-	err    error
+	// id is the response's X-Request-Id; empty sends none.
+	id  string
+	err error
 }
 
 func (s *scriptedTransport) RoundTrip(*http.Request) (*http.Response, error) {
@@ -54,7 +57,11 @@ func (s *scriptedTransport) RoundTrip(*http.Request) (*http.Response, error) {
 	if st.err != nil {
 		return nil, st.err
 	}
-	return &http.Response{StatusCode: st.status, Body: io.NopCloser(strings.NewReader(st.body))}, nil
+	h := http.Header{}
+	if st.id != "" {
+		h.Set("X-Request-Id", st.id)
+	}
+	return &http.Response{StatusCode: st.status, Header: h, Body: io.NopCloser(strings.NewReader(st.body))}, nil
 }
 
 func TestProbe(t *testing.T) {
@@ -62,12 +69,12 @@ func TestProbe(t *testing.T) {
 	errDial := errors.New("dial refused")
 	queueFull := `{"error":{"code":"queue_full"}}`
 	tr := &scriptedTransport{now: &now, steps: []scriptedStep{
-		{delay: 10 * time.Millisecond, status: http.StatusOK, body: "data: x"},
+		{delay: 10 * time.Millisecond, status: http.StatusOK, body: "data: x", id: "req-1"},
 		{delay: 30 * time.Millisecond, status: http.StatusOK, body: "data: y"},
-		{delay: time.Millisecond, status: http.StatusTooManyRequests, body: queueFull},
-		{delay: time.Millisecond, status: http.StatusTooManyRequests, body: queueFull},
-		{delay: 5 * time.Second, status: http.StatusServiceUnavailable, body: `{"error":{"code":"queue_timeout"}}`},
-		{delay: time.Millisecond, status: http.StatusBadGateway, body: "<html>"},
+		{delay: time.Millisecond, status: http.StatusTooManyRequests, body: queueFull, id: "req-3"},
+		{delay: time.Millisecond, status: http.StatusTooManyRequests, body: queueFull, id: strings.Repeat("r", maxSeenIDBytes+1)},
+		{delay: 5 * time.Second, status: http.StatusServiceUnavailable, body: `{"error":{"code":"queue_timeout"}}`, id: "req-5"},
+		{delay: time.Millisecond, status: http.StatusBadGateway, body: "<html>", id: "req-6"},
 		{delay: time.Millisecond, err: errDial},
 	}}
 	p := newProbe(tr, func() time.Time { return now })
@@ -113,6 +120,17 @@ func TestProbe(t *testing.T) {
 	refusals["429 queue_full"] = 99
 	if _, again := p.snapshot(); again["429 queue_full"] != 2 {
 		t.Fatalf("snapshot shares its map: %v", again)
+	}
+	// Every response's request id is kept with its status; one without
+	// an id and one with an id longer than the router's are counted.
+	seen, unidentified := p.responses()
+	wantSeen := []seenResponse{{"req-1", 200}, {"req-3", 429}, {"req-5", 503}, {"req-6", 502}}
+	if !slices.Equal(seen, wantSeen) || unidentified != 2 {
+		t.Fatalf("responses = %v, %d unidentified; want %v, 2", seen, unidentified, wantSeen)
+	}
+	seen[0].ID = "changed"
+	if again, _ := p.responses(); again[0].ID != "req-1" {
+		t.Fatalf("responses shares its slice: %v", again)
 	}
 }
 
@@ -239,16 +257,19 @@ func TestSummarizeLate(t *testing.T) {
 	}
 }
 
-// tenantFixture is a heavy tenant that waited and a light one that did
-// not.
+// tenantFixture is a heavy tenant that waited and a light one that
+// waited little, by the router's records and at the client.
 func tenantFixture() *tenantResult {
 	return &tenantResult{
 		RunSeconds: 15, Engines: "3 enginesim", Queue: "queue",
 		Heavy: tenantRow{Tenant: tenantHeavy, Rate: 40, Sent: 600, Succeeded: 580,
-			Wait:     loadgen.Summary{Count: 580, P50: 300 * time.Millisecond, P99: 800 * time.Millisecond},
+			Queue: queueWait{Wait: loadgen.Summary{Count: 580, P50: 280 * time.Millisecond, P99: 780 * time.Millisecond},
+				Waited: 560, QueueFull: 20, Records: 600},
+			Headers:  loadgen.Summary{Count: 580, P50: 300 * time.Millisecond, P99: 800 * time.Millisecond},
 			Refusals: map[string]int{"429 queue_full": 20}},
 		Light: tenantRow{Tenant: tenantLight, Rate: 4, Sent: 60, Succeeded: 60,
-			Wait:     loadgen.Summary{Count: 60, P50: 5 * time.Millisecond, P99: 100 * time.Millisecond},
+			Queue:    queueWait{Wait: loadgen.Summary{Count: 60, P50: 0, P99: 78 * time.Millisecond}, Waited: 12, Records: 60},
+			Headers:  loadgen.Summary{Count: 60, P50: 5 * time.Millisecond, P99: 200 * time.Millisecond},
 			Refusals: map[string]int{}},
 	}
 }
@@ -258,21 +279,38 @@ func TestSummarizeTenants(t *testing.T) {
 	if err := summarizeTenants(r); err != nil {
 		t.Fatal(err)
 	}
-	if r.LightVsHeavyWaitP99 != 0.125 || r.LightQueueFull != 0 {
-		t.Fatalf("ratio %v, light queue_full %d", r.LightVsHeavyWaitP99, r.LightQueueFull)
+	// The target's ratio is the router's time queued (78/780), not the
+	// client's time to headers (200/800).
+	if math.Abs(r.LightVsHeavyWaitP99-0.1) > 1e-12 || r.LightVsHeavyHeadersP99 != 0.25 || r.LightQueueFull != 0 {
+		t.Fatalf("ratio %v, headers ratio %v, light queue_full %d", r.LightVsHeavyWaitP99, r.LightVsHeavyHeadersP99, r.LightQueueFull)
 	}
-	r.Light.Refusals = map[string]int{"429 queue_full": 3, "503 queue_timeout": 1}
+	r.Light.Queue.QueueFull = 3
 	if err := summarizeTenants(r); err != nil || r.LightQueueFull != 3 {
-		t.Fatalf("light queue_full = %d (%v), want 3", r.LightQueueFull, err)
+		t.Fatalf("light queue_full = %d (%v), want 3 from the records", r.LightQueueFull, err)
 	}
-	r.Heavy.Wait = loadgen.Summary{}
-	if err := summarizeTenants(r); !errors.Is(err, errNoSamples) {
-		t.Fatalf("no heavy samples gave %v, want errNoSamples", err)
-	}
+	// A light tenant that never waited at its p99 has ratio 0.
 	r = tenantFixture()
-	r.Heavy.Wait.P99 = 0
-	if err := summarizeTenants(r); !errors.Is(err, errZeroDenominator) {
-		t.Fatalf("a zero heavy p99 gave %v, want errZeroDenominator", err)
+	r.Light.Queue.Wait.P99 = 0
+	if err := summarizeTenants(r); err != nil || r.LightVsHeavyWaitP99 != 0 {
+		t.Fatalf("light p99 0 gave ratio %v (%v), want 0", r.LightVsHeavyWaitP99, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(r *tenantResult)
+		want   error
+	}{
+		{"no heavy queue samples", func(r *tenantResult) { r.Heavy.Queue.Wait = loadgen.Summary{} }, errNoSamples},
+		{"no light header samples", func(r *tenantResult) { r.Light.Headers = loadgen.Summary{} }, errNoSamples},
+		{"heavy never waited", func(r *tenantResult) { r.Heavy.Queue.Wait.P99 = 0 }, errZeroDenominator},
+		{"heavy headers p99 zero", func(r *tenantResult) { r.Heavy.Headers.P99 = 0 }, errZeroDenominator},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tenantFixture()
+			tc.mutate(r)
+			if err := summarizeTenants(r); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -328,9 +366,10 @@ func TestLateAndTenantsReport(t *testing.T) {
 	md := summaryMarkdown(r)
 	for _, s := range []string{
 		"## Late binding", "| (a) q | 0 ms | 0 ms | 0 ms | 3000 ms | 0 | 0.0 % | 8 | 320 |", "(a) e2e p99 / (b): 0.75×; (a) / (c): 0.33×",
-		"## Two tenants", "| heavy | 40.0 req/s | 600 | 580 | 300 ms | 800 ms | 0 ms | 20 × 429 queue_full |",
-		"| light | 4.0 req/s | 60 | 60 | 5 ms | 100 ms | 0 ms | 0 |", "Light tenant's p99 wait / heavy tenant's: 0.12×; light tenant's queue_full: 0.",
-		"| 0.75× | **not met** |", "| 0.12× (100 ms vs 800 ms) | met |", "| 0 (heavy tenant: 20) | met |",
+		"## Two tenants", "| heavy | 40.0 req/s | 600 | 580 | 280 ms | 780 ms | 560 of 580 | 20 | 300 ms | 800 ms | 0 ms | 20 × 429 queue_full |",
+		"| light | 4.0 req/s | 60 | 60 | 0 ms | 78 ms | 12 of 60 | 0 | 5 ms | 200 ms | 0 ms | 0 |",
+		"Light tenant's p99 time queued / heavy tenant's: 0.10× (client's time to headers: 0.25×); light tenant's queue_full: 0.",
+		"| 0.75× | **not met** |", "| 0.10× (router's time queued: 78 ms vs 780 ms; client's time to headers: 0.25×) | met |", "| 0 (heavy tenant: 20) | met |",
 	} {
 		if !strings.Contains(md, s) {
 			t.Errorf("summary lacks %q:\n%s", s, md)

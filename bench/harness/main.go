@@ -73,7 +73,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.lateBurstRate, "late-burst-rate", 45, "mean arrivals per second of the burst (Poisson)")
 	fs.DurationVar(&o.lateLull, "late-lull", 12*time.Second, "duration of the lower load after the burst")
 	fs.Float64Var(&o.lateLullRate, "late-lull-rate", 8, "mean arrivals per second after the burst (Poisson)")
-	fs.DurationVar(&o.tenantRun, "tenant-run", 15*time.Second, "duration of the two-tenant scenario's open loops")
+	fs.DurationVar(&o.tenantRun, "tenant-run", 50*time.Second, "duration of the two-tenant scenario's open loops")
 	fs.Float64Var(&o.tenantRate, "tenant-rate", 40, "mean arrivals per second of the heavy tenant (Poisson); the light tenant sends a tenth")
 	fs.BoolVar(&o.keep, "keep", false, "keep the results of the scenarios not run from the results.json in -out (each marked with its run's date and commit)")
 	fs.BoolVar(&o.rerender, "rerender", false, "measure nothing: rewrite summary.md and the charts from the results.json in -out")

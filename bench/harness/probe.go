@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,9 +21,10 @@ import (
 const maxErrorBody = 64 << 10
 
 // probe is the transport of a load run's client: it times every request
-// to its response headers and reads the error code of every response
-// outside 2xx, which loadgen counts by status only. It is safe for
-// concurrent use.
+// to its response headers, reads the error code of every response outside
+// 2xx, which loadgen counts by status only, and keeps every response's
+// X-Request-Id with its status, for the join with the router's decision
+// records. It is safe for concurrent use.
 type probe struct {
 	next http.RoundTripper
 	// now is the clock; time.Now outside tests.
@@ -33,6 +35,13 @@ type probe struct {
 	headers loadgen.Distribution
 	// refusals counts the responses outside 2xx by refusalKey.
 	refusals map[string]int
+	// seen holds every response's request id and status, at most
+	// maxSeenResponses of them.
+	seen []seenResponse
+	// unidentified counts the responses seen does not hold: without an
+	// X-Request-Id, with one longer than maxSeenIDBytes, or beyond
+	// maxSeenResponses.
+	unidentified int
 }
 
 // newProbe returns a probe over next.
@@ -66,9 +75,11 @@ func (p *probe) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	elapsed := p.now().Sub(start)
+	id := resp.Header.Get(headerRequestID)
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		p.mu.Lock()
 		p.headers.Add(elapsed)
+		p.see(id, resp.StatusCode)
 		p.mu.Unlock()
 		return resp, nil
 	}
@@ -81,8 +92,30 @@ func (p *probe) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	p.mu.Lock()
 	p.refusals[refusalKey(resp.StatusCode, code)]++
+	p.see(id, resp.StatusCode)
 	p.mu.Unlock()
 	return resp, nil
+}
+
+// headerRequestID is the header that carries the request id of the
+// router's decision record.
+const headerRequestID = "X-Request-Id"
+
+// see keeps one response's request id and status. The caller holds p.mu.
+func (p *probe) see(id string, status int) {
+	if id == "" || len(id) > maxSeenIDBytes || len(p.seen) >= maxSeenResponses {
+		p.unidentified++
+		return
+	}
+	p.seen = append(p.seen, seenResponse{ID: id, Status: status})
+}
+
+// responses returns a copy of the responses seen and the count of those
+// it could not name. Call it once the run using the probe ended.
+func (p *probe) responses() ([]seenResponse, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen), p.unidentified
 }
 
 // snapshot returns the summary of the times to response headers and a copy

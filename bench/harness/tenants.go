@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
@@ -57,12 +58,17 @@ type tenantRow struct {
 	Sent int `json:"sent"`
 	// Succeeded counts its complete streams.
 	Succeeded int `json:"succeeded"`
-	// Wait is the time to response headers of its requests that
-	// succeeded (milliseconds in JSON).
-	Wait loadgen.Summary `json:"wait"`
+	// Queue is its time in the router's admission queue, from the
+	// router's decision records joined by request id.
+	Queue queueWait `json:"queue"`
+	// Headers is the client's time to response headers of its requests
+	// that succeeded (milliseconds in JSON): the time queued plus the
+	// proxy's own, as the client saw it.
+	Headers loadgen.Summary `json:"time_to_headers"`
 	// E2E is the end-to-end latency of those requests.
 	E2E loadgen.Summary `json:"e2e"`
-	// Refusals counts its responses outside 2xx by status and code.
+	// Refusals counts its responses outside 2xx by status and code, as
+	// the client read them.
 	Refusals map[string]int `json:"refusals"`
 }
 
@@ -78,10 +84,15 @@ type tenantResult struct {
 	Heavy tenantRow `json:"heavy"`
 	// Light is the tenant that sends a tenth of Heavy's rate.
 	Light tenantRow `json:"light"`
-	// LightVsHeavyWaitP99 is the light tenant's p99 wait over the heavy
-	// tenant's.
+	// LightVsHeavyWaitP99 is the light tenant's p99 time queued over the
+	// heavy tenant's, from the router's records: the figure the target
+	// judges.
 	LightVsHeavyWaitP99 float64 `json:"light_vs_heavy_wait_p99"`
-	// LightQueueFull is the light tenant's 429 queue_full refusals.
+	// LightVsHeavyHeadersP99 is the same ratio of the client's times to
+	// response headers.
+	LightVsHeavyHeadersP99 float64 `json:"light_vs_heavy_headers_p99"`
+	// LightQueueFull is the light tenant's queue_full records (equal to
+	// its client's 429 queue_full responses; the join checks).
 	LightQueueFull int `json:"light_queue_full"`
 }
 
@@ -109,7 +120,9 @@ func runTenants(env *runEnv) (*tenantResult, error) {
 	if err := os.WriteFile(keysFile, []byte(keys), 0o600); err != nil {
 		return nil, err
 	}
-	rt, err := sup.startRouter(env.router, "tenants-router", env.dir("tenants-tiers"), []tierSpec{tier}, "--api-keys-file", keysFile)
+	decisions := filepath.Join(env.workDir, "tenants-decisions.jsonl")
+	rt, err := sup.startRouter(env.router, "tenants-router", env.dir("tenants-tiers"), []tierSpec{tier},
+		"--api-keys-file", keysFile, "--decision-log-file", decisions)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +159,13 @@ func runTenants(env *runEnv) (*tenantResult, error) {
 		Queue: fmt.Sprintf("one Capacity tier, ceilings %d, queue {maxRequests: %d, maxWait: %s, maxRequestsPerTenant: %d}",
 			tenantMaxNumSeqs, tenantQueueMax, tenantQueueWait, tenantQueuePerTenant),
 	}
+	if err := requireIdleRouter(env, rt); err != nil {
+		return nil, err
+	}
+	records, err := stopAndReadDecisions(rt, decisions, heavyProbe, lightProbe)
+	if err != nil {
+		return nil, err
+	}
 	for _, t := range []struct {
 		dst  *tenantRow
 		name string
@@ -154,31 +174,57 @@ func runTenants(env *runEnv) (*tenantResult, error) {
 		p    *probe
 	}{{&res.Heavy, tenantHeavy, heavyRate, rs[0], heavyProbe}, {&res.Light, tenantLight, lightRate, rs[1], lightProbe}} {
 		c := combine(t.r)
-		wait, refusals := t.p.snapshot()
+		headers, refusals := t.p.snapshot()
 		if err := checkRefusalsOnly("tenant "+t.name, c, refusals); err != nil {
 			return nil, err
 		}
+		seen, unidentified := t.p.responses()
+		qw, err := joinQueueWait(seen, unidentified, records, refusals[queueFullKey])
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", t.name, err)
+		}
 		*t.dst = tenantRow{
 			Tenant: t.name, Rate: t.rate, Sent: c.Sent, Succeeded: c.Succeeded,
-			Wait: wait, E2E: c.E2E.Summary(), Refusals: refusals,
+			Queue: qw, Headers: headers, E2E: c.E2E.Summary(), Refusals: refusals,
 		}
-	}
-	if err := requireIdleRouter(env, rt); err != nil {
-		return nil, err
 	}
 	return res, summarizeTenants(res)
 }
 
-// summarizeTenants computes the ratio and count the targets judge.
+// stopAndReadDecisions stops the router, which writes every queued record
+// and closes its decision log, and reads the records of the responses the
+// probes saw. A router that did not exit cleanly may have lost records.
+func stopAndReadDecisions(rt *routerProc, path string, probes ...*probe) (map[string]evidence.Record, error) {
+	rt.proc.Stop()
+	if err := rt.proc.ExitErr(); err != nil {
+		return nil, fmt.Errorf("%s did not exit cleanly, so its decision log may be incomplete: %w", rt.proc.Name(), err)
+	}
+	var seen [][]seenResponse
+	for _, p := range probes {
+		s, _ := p.responses()
+		seen = append(seen, s)
+	}
+	return readDecisionLog(path, wantedIDs(seen...))
+}
+
+// summarizeTenants computes the ratios and the count the targets judge:
+// the light tenant's p99 time queued over the heavy tenant's (the router's
+// figure, which the target judges) and the same ratio of the client's
+// times to response headers.
 func summarizeTenants(res *tenantResult) error {
-	if res.Light.Wait.Count == 0 || res.Heavy.Wait.Count == 0 {
+	if res.Light.Queue.Wait.Count == 0 || res.Heavy.Queue.Wait.Count == 0 ||
+		res.Light.Headers.Count == 0 || res.Heavy.Headers.Count == 0 {
 		return fmt.Errorf("two tenants: %w", errNoSamples)
 	}
 	var err error
-	res.LightVsHeavyWaitP99, err = ratio(loadgen.Milliseconds(res.Light.Wait.P99), loadgen.Milliseconds(res.Heavy.Wait.P99))
+	res.LightVsHeavyWaitP99, err = ratio(loadgen.Milliseconds(res.Light.Queue.Wait.P99), loadgen.Milliseconds(res.Heavy.Queue.Wait.P99))
 	if err != nil {
-		return fmt.Errorf("two tenants: %w", err)
+		return fmt.Errorf("two tenants: queue wait: %w", err)
 	}
-	res.LightQueueFull = res.Light.Refusals[refusalKey(http.StatusTooManyRequests, "queue_full")]
+	res.LightVsHeavyHeadersP99, err = ratio(loadgen.Milliseconds(res.Light.Headers.P99), loadgen.Milliseconds(res.Heavy.Headers.P99))
+	if err != nil {
+		return fmt.Errorf("two tenants: time to headers: %w", err)
+	}
+	res.LightQueueFull = res.Light.Queue.QueueFull
 	return nil
 }
