@@ -86,14 +86,9 @@ type hiddenResult struct {
 
 // hiddenRow is one system's medians over rounds.
 type hiddenRow struct {
-	Name     string  `json:"name"`
-	TTFTP50  float64 `json:"ttft_p50_ms"`
-	TTFTP99  float64 `json:"ttft_p99_ms"`
-	E2EP50   float64 `json:"e2e_p50_ms"`
-	E2EP99   float64 `json:"e2e_p99_ms"`
-	Busy     float64 `json:"busy_share"`
-	MaxOver  int     `json:"max_overshoot"`
-	Requests int     `json:"requests_per_run"`
+	Name string `json:"name"`
+	openLoopMedians
+	MaxOver int `json:"max_overshoot"`
 }
 
 // hiddenSummary is scenario 2's table and the ratios its targets judge
@@ -235,31 +230,14 @@ func summarizeHidden(systems []*hiddenSystem) (hiddenSummary, error) {
 	if len(systems) != 3 {
 		return sum, fmt.Errorf("hidden load: %w", errNoSamples)
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	for _, s := range systems {
-		row := hiddenRow{Name: s.Name}
-		fields := []struct {
-			dst *float64
-			f   func(hiddenRun) float64
-		}{
-			{&row.TTFTP50, func(r hiddenRun) float64 { return ms(r.TTFT.P50) }},
-			{&row.TTFTP99, func(r hiddenRun) float64 { return ms(r.TTFT.P99) }},
-			{&row.E2EP50, func(r hiddenRun) float64 { return ms(r.E2E.P50) }},
-			{&row.E2EP99, func(r hiddenRun) float64 { return ms(r.E2E.P99) }},
-			{&row.Busy, func(r hiddenRun) float64 { return r.BusyShare }},
-		}
-		for _, f := range fields {
-			v, err := medianOf(s.Runs, f.f)
-			if err != nil {
-				return sum, fmt.Errorf("%s: %w", s.Name, err)
-			}
-			*f.dst = v
-		}
-		n, err := medianOf(s.Runs, func(r hiddenRun) float64 { return float64(r.Sent) })
+		m, err := medianRuns(s.Runs, func(r hiddenRun) openLoopRun {
+			return openLoopRun{Sent: r.Sent, TTFT: r.TTFT, E2E: r.E2E, BusyShare: r.BusyShare}
+		})
 		if err != nil {
-			return sum, err
+			return sum, fmt.Errorf("%s: %w", s.Name, err)
 		}
-		row.Requests = int(n)
+		row := hiddenRow{Name: s.Name, openLoopMedians: m}
 		for _, r := range s.Runs {
 			row.MaxOver = max(row.MaxOver, r.Overshoot)
 		}
@@ -268,7 +246,7 @@ func summarizeHidden(systems []*hiddenSystem) (hiddenSummary, error) {
 	p99 := func(s *hiddenSystem) []float64 {
 		out := make([]float64, len(s.Runs))
 		for i, r := range s.Runs {
-			out[i] = ms(r.E2E.P99)
+			out[i] = loadgen.Milliseconds(r.E2E.P99)
 		}
 		return out
 	}

@@ -108,17 +108,11 @@ type lateResult struct {
 
 // lateRow is one configuration's medians over rounds.
 type lateRow struct {
-	Name    string  `json:"name"`
-	TTFTP50 float64 `json:"ttft_p50_ms"`
-	TTFTP99 float64 `json:"ttft_p99_ms"`
-	E2EP50  float64 `json:"e2e_p50_ms"`
-	E2EP99  float64 `json:"e2e_p99_ms"`
-	Busy    float64 `json:"busy_share"`
+	Name string `json:"name"`
+	openLoopMedians
 	// MaxEngineInFlight is the most requests inside one engine at once
 	// over every run.
 	MaxEngineInFlight int `json:"max_engine_in_flight"`
-	// Requests is the median of requests sent per run.
-	Requests int `json:"requests_per_run"`
 	// Refusals sums the refusals of every run by status and code.
 	Refusals map[string]int `json:"refusals"`
 }
@@ -366,29 +360,13 @@ func summarizeLate(systems []*lateSystem) (lateSummary, error) {
 		return sum, fmt.Errorf("late binding: %w", errNoSamples)
 	}
 	for _, s := range systems {
-		row := lateRow{Name: s.Name, Refusals: map[string]int{}}
-		fields := []struct {
-			dst *float64
-			f   func(lateRun) float64
-		}{
-			{&row.TTFTP50, func(r lateRun) float64 { return loadgen.Milliseconds(r.TTFT.P50) }},
-			{&row.TTFTP99, func(r lateRun) float64 { return loadgen.Milliseconds(r.TTFT.P99) }},
-			{&row.E2EP50, func(r lateRun) float64 { return loadgen.Milliseconds(r.E2E.P50) }},
-			{&row.E2EP99, func(r lateRun) float64 { return loadgen.Milliseconds(r.E2E.P99) }},
-			{&row.Busy, func(r lateRun) float64 { return r.BusyShare }},
-		}
-		for _, f := range fields {
-			v, err := medianOf(s.Runs, f.f)
-			if err != nil {
-				return sum, fmt.Errorf("%s: %w", s.Name, err)
-			}
-			*f.dst = v
-		}
-		n, err := medianOf(s.Runs, func(r lateRun) float64 { return float64(r.Sent) })
+		m, err := medianRuns(s.Runs, func(r lateRun) openLoopRun {
+			return openLoopRun{Sent: r.Sent, TTFT: r.TTFT, E2E: r.E2E, BusyShare: r.BusyShare}
+		})
 		if err != nil {
-			return sum, err
+			return sum, fmt.Errorf("%s: %w", s.Name, err)
 		}
-		row.Requests = int(n)
+		row := lateRow{Name: s.Name, openLoopMedians: m, Refusals: map[string]int{}}
 		for _, r := range s.Runs {
 			for k, v := range r.Refusals {
 				row.Refusals[k] += v

@@ -333,9 +333,9 @@ func TestLateAndTenantsReport(t *testing.T) {
 	late := &lateResult{Rounds: 1, BurstSeconds: 5, BurstRate: 45, LullSeconds: 12, LullRate: 8, Engines: "3 enginesim", Queue: "queue {}",
 		Summary: lateSummary{
 			Rows: []lateRow{
-				{Name: "(a) q", E2EP99: 3000, Refusals: map[string]int{}, MaxEngineInFlight: 8, Requests: 320},
-				{Name: "(b) e", E2EP99: 4000, Refusals: map[string]int{}, MaxEngineInFlight: 30},
-				{Name: "(c) r", E2EP99: 9000, Refusals: map[string]int{}},
+				{Name: "(a) q", openLoopMedians: openLoopMedians{E2EP99: 3000, Requests: 320}, Refusals: map[string]int{}, MaxEngineInFlight: 8},
+				{Name: "(b) e", openLoopMedians: openLoopMedians{E2EP99: 4000}, Refusals: map[string]int{}, MaxEngineInFlight: 30},
+				{Name: "(c) r", openLoopMedians: openLoopMedians{E2EP99: 9000}, Refusals: map[string]int{}},
 			},
 			QueueVsEngineQueueP99: 0.75, QueueVsRoundRobinP99: 0.33, QueueRefused: 0,
 		}}

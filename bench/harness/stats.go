@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 // Errors of the summary statistics.
@@ -93,4 +95,49 @@ func medianOf[T any](xs []T, f func(T) float64) (float64, error) {
 		vals[i] = f(x)
 	}
 	return median(vals)
+}
+
+// openLoopRun is what an open-loop scenario (hidden load, late binding)
+// measured in one run that its table summarizes.
+type openLoopRun struct {
+	Sent      int
+	TTFT, E2E loadgen.Summary
+	BusyShare float64
+}
+
+// openLoopMedians are the medians over an open-loop scenario's runs of the
+// latencies (milliseconds), the busy engine's share and the requests sent
+// per run: the columns its table shares with the other open-loop tables.
+type openLoopMedians struct {
+	TTFTP50  float64 `json:"ttft_p50_ms"`
+	TTFTP99  float64 `json:"ttft_p99_ms"`
+	E2EP50   float64 `json:"e2e_p50_ms"`
+	E2EP99   float64 `json:"e2e_p99_ms"`
+	Busy     float64 `json:"busy_share"`
+	Requests int     `json:"requests_per_run"`
+}
+
+// medianRuns returns the openLoopMedians of runs, each read through of.
+func medianRuns[R any](runs []R, of func(R) openLoopRun) (openLoopMedians, error) {
+	var m openLoopMedians
+	fields := []struct {
+		dst *float64
+		f   func(openLoopRun) float64
+	}{
+		{&m.TTFTP50, func(r openLoopRun) float64 { return loadgen.Milliseconds(r.TTFT.P50) }},
+		{&m.TTFTP99, func(r openLoopRun) float64 { return loadgen.Milliseconds(r.TTFT.P99) }},
+		{&m.E2EP50, func(r openLoopRun) float64 { return loadgen.Milliseconds(r.E2E.P50) }},
+		{&m.E2EP99, func(r openLoopRun) float64 { return loadgen.Milliseconds(r.E2E.P99) }},
+		{&m.Busy, func(r openLoopRun) float64 { return r.BusyShare }},
+	}
+	for _, f := range fields {
+		v, err := medianOf(runs, func(r R) float64 { return f.f(of(r)) })
+		if err != nil {
+			return m, err
+		}
+		*f.dst = v
+	}
+	n, err := medianOf(runs, func(r R) float64 { return float64(of(r).Sent) })
+	m.Requests = int(n)
+	return m, err
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/loadgen"
 )
 
 func TestMedian(t *testing.T) {
@@ -106,4 +109,25 @@ func equalFloats(a, b []float64) bool {
 		}
 	}
 	return true
+}
+
+// TestMedianRuns: each column of an open-loop table is the median over the
+// runs of its own measure, in milliseconds for the latencies.
+func TestMedianRuns(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	runs := []openLoopRun{
+		{Sent: 10, TTFT: loadgen.Summary{P50: ms(1), P99: ms(10)}, E2E: loadgen.Summary{P50: ms(100), P99: ms(1000)}, BusyShare: 0.1},
+		{Sent: 30, TTFT: loadgen.Summary{P50: ms(3), P99: ms(30)}, E2E: loadgen.Summary{P50: ms(300), P99: ms(3000)}, BusyShare: 0.3},
+		{Sent: 20, TTFT: loadgen.Summary{P50: ms(2), P99: ms(20)}, E2E: loadgen.Summary{P50: ms(200), P99: ms(2000)}, BusyShare: 0.2},
+	}
+	got, err := medianRuns(runs, func(r openLoopRun) openLoopRun { return r })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (openLoopMedians{TTFTP50: 2, TTFTP99: 20, E2EP50: 200, E2EP99: 2000, Busy: 0.2, Requests: 20}); got != want {
+		t.Errorf("medianRuns = %+v, want %+v", got, want)
+	}
+	if _, err := medianRuns([]openLoopRun{}, func(r openLoopRun) openLoopRun { return r }); !errors.Is(err, errNoSamples) {
+		t.Errorf("no runs: %v, want errNoSamples", err)
+	}
 }
