@@ -31,34 +31,12 @@ func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) 
 		rt.notAdmitted(w, r, held[0].b, &o, err)
 		return nil
 	}
-	route := cfg.member(lease.Member())
-	if route == nil {
-		route = ts.cfg.Load().member(lease.Member())
-	}
-	o.Result, o.Member = ResultAdmitted, lease.Member()
-	o.Dispatch = rt.clock.Since(o.Start)
-	if rt.recorder != nil || o.trace != nil {
-		o.Selection = lease.Selection()
-	}
+	route := rt.leased(ts, cfg, lease, &o)
 	next := &exchange{rt: rt, tier: ts, who: ex.who, route: route, lease: lease, outcome: o, body: rebody(rt, &held, cfg.upstreamModel),
 		held: held, idHeader: ex.idHeader, headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: ex.in,
 		fields: ex.fields, readmitted: true}
-	if rt.intervals != nil && next.fields != 0 {
-		next.intervals = rt.intervals.Intervals(ts.key, o.Member)
-	}
 	held = heldBodies{} // the new exchange releases them now.
-	if route == nil {
-		// Unreachable, as in admit.
-		next.held.release()
-		if e := next.failed(errNoRoute); e != nil {
-			e.write(w)
-		}
-		next.outcome.Duration = rt.clock.Since(next.outcome.Start)
-		rt.finish(&next.outcome)
-		return nil
-	}
-	w.Header()[headerMember] = route.memberName
-	return next
+	return rt.begin(w, next)
 }
 
 // rebody returns the body to send under a configuration whose tier

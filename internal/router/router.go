@@ -373,20 +373,9 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 		rt.notAdmitted(w, r, body, &o, err)
 		return nil
 	}
-	route := cfg.member(lease.Member())
-	if route == nil {
-		// The tier was reconfigured between the configuration read and
-		// Acquire; the member is in the newer one.
-		route = ts.cfg.Load().member(lease.Member())
-	}
-
 	// 4 and 5. Exactly one upstream attempt; the lease is released when it
 	// ends, however it ends.
-	o.Result, o.Member = ResultAdmitted, lease.Member()
-	o.Dispatch = rt.clock.Since(o.Start)
-	if rt.recorder != nil || o.trace != nil {
-		o.Selection = lease.Selection()
-	}
+	route := rt.leased(ts, cfg, lease, &o)
 	if n := rewriteSize(cfg.upstreamModel, body, model); n > 0 {
 		// The member serves the tier's servedModel, not the alias. A tier
 		// reconfigured since the gate may need more room than was reserved
@@ -402,11 +391,35 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	}
 	ex := &exchange{rt: rt, tier: ts, who: who, route: route, lease: lease, outcome: o, body: body, held: held, idHeader: idHeader,
 		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context(), fields: contentFields(r.URL.Path)}
-	if rt.intervals != nil && ex.fields != 0 {
-		ex.intervals = rt.intervals.Intervals(ts.key, o.Member)
-	}
 	held = heldBodies{} // the exchange releases them now.
+	return rt.begin(w, ex)
+}
+
+// leased records the admission of lease on o and returns the route to its
+// member: in cfg, the configuration the decision was made on, or in the
+// tier's newer one when a reconfiguration landed between the configuration
+// read and the decision.
+func (rt *Router) leased(ts *tierState, cfg *tierConfig, lease *admission.Lease, o *Outcome) *memberRoute {
+	route := cfg.member(lease.Member())
 	if route == nil {
+		route = ts.cfg.Load().member(lease.Member())
+	}
+	o.Result, o.Member = ResultAdmitted, lease.Member()
+	o.Dispatch = rt.clock.Since(o.Start)
+	if rt.recorder != nil || o.trace != nil {
+		o.Selection = lease.Selection()
+	}
+	return route
+}
+
+// begin readies ex, just built for its lease, to be served: it names the
+// member to the client and starts timing the stream's intervals. It
+// returns nil when it answered the request itself.
+func (rt *Router) begin(w http.ResponseWriter, ex *exchange) *exchange {
+	if rt.intervals != nil && ex.fields != 0 {
+		ex.intervals = rt.intervals.Intervals(ex.tier.key, ex.outcome.Member)
+	}
+	if ex.route == nil {
 		ex.held.release()
 		// Unreachable: a lease names a member of the configuration it was
 		// acquired under. Answer as an upstream failure rather than crash.
@@ -417,7 +430,7 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 		rt.finish(&ex.outcome)
 		return nil
 	}
-	w.Header()[headerMember] = route.memberName
+	w.Header()[headerMember] = ex.route.memberName
 	return ex
 }
 
