@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,30 +24,11 @@ const queuePollInterval = 5 * time.Millisecond
 func TestRunHandoverRefusesWaiters(t *testing.T) {
 	release, streaming := make(chan struct{}), make(chan struct{}, 1)
 	up := fastEngine(t, release, streaming)
-	dir := t.TempDir()
-	manifest := fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
-kind: ReplicaTier
-metadata: {name: llama, namespace: ns}
-spec:
-  nodeName: node-a
-  aliases: [llama]
-  servedModel: served/model
-  members:
+	dir, keys := writeTier(t, fmt.Sprintf(`  members:
   - {id: gpu0, endpoint: %q, maxConcurrency: 1}
   queue: {maxRequests: 4, maxWait: 1m}
-`, up.URL)
-	if err := os.WriteFile(filepath.Join(dir, "tiers.yaml"), []byte(manifest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	keys := filepath.Join(dir, "keys")
-	if err := os.WriteFile(keys, []byte("secret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args := func(listen, admin string) []string {
-		return []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", listen, "--admin-listen", admin,
-			"--api-keys-file", keys, "--shutdown-grace", "2s", "--shutdown-timeout", "10s"}
-	}
-	first := launch(t, args("127.0.0.1:0", "127.0.0.1:0")...)
+`, up.URL))
+	first := launch(t, rolloutArgs(dir, keys, "127.0.0.1:0", "127.0.0.1:0")...)
 	front, admin := first.started.front.String(), first.started.admin.String()
 
 	streamDone := make(chan error, 1)
@@ -94,7 +73,7 @@ spec:
 	default:
 	}
 
-	second := launch(t, args(front, admin)...)
+	second := launch(t, rolloutArgs(dir, keys, front, admin)...)
 	select {
 	case r := <-waiter:
 		if r.err != nil || r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"router_handed_over"`) || r.retryAfter != "1" {

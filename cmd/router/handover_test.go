@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +145,14 @@ func chat(client *http.Client, front, body string) error {
 	return nil
 }
 
+// rolloutArgs are the flags of a router that a second one replaces in the
+// rollout tests: the files source in dir, the key file keys, the front door
+// and admin addresses, a 2 s hand-over grace.
+func rolloutArgs(dir, keys, listen, admin string) []string {
+	return []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", listen, "--admin-listen", admin,
+		"--api-keys-file", keys, "--shutdown-grace", "2s", "--shutdown-timeout", "10s"}
+}
+
 // TestRunHandover replaces a router by a second one on the same ports
 // under load, as the DaemonSet's surge rollout does: the second starts
 // while the first serves, then the first gets SIGTERM and drains. No
@@ -154,31 +161,13 @@ func chat(client *http.Client, front, body string) error {
 func TestRunHandover(t *testing.T) {
 	release, streaming := make(chan struct{}), make(chan struct{}, 1)
 	up := fastEngine(t, release, streaming)
-	dir := t.TempDir()
-	manifest := fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
-kind: ReplicaTier
-metadata: {name: llama, namespace: ns}
-spec:
-  nodeName: node-a
-  aliases: [llama]
-  servedModel: served/model
-  members:
+	dir, keys := writeTier(t, fmt.Sprintf(`  members:
   - {id: gpu0, endpoint: %[1]q, maxConcurrency: 64}
   - {id: gpu1, endpoint: %[1]q, maxConcurrency: 64}
   quiesce:
     members: {gpu1: maintenance}
-`, up.URL)
-	if err := os.WriteFile(filepath.Join(dir, "tiers.yaml"), []byte(manifest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	keys := filepath.Join(dir, "keys")
-	if err := os.WriteFile(keys, []byte("secret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args := func(listen, admin string) []string {
-		return []string{"--tiers-dir", dir, "--node-name", "node-a", "--listen", listen, "--admin-listen", admin,
-			"--api-keys-file", keys, "--shutdown-grace", "2s", "--shutdown-timeout", "10s"}
-	}
+`, up.URL))
+	args := func(listen, admin string) []string { return rolloutArgs(dir, keys, listen, admin) }
 	first := launch(t, args("127.0.0.1:0", "127.0.0.1:0")...)
 	front, admin := first.started.front.String(), first.started.admin.String()
 	intent := quiesceIntent(t, first.started.admin)

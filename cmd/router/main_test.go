@@ -209,17 +209,25 @@ func startRouter(t *testing.T, endpoint string, extra ...string) (startedRouter,
 // endpoint, and a key file holding the key "secret".
 func writeConfig(t *testing.T, endpoint string) (dir, keys string) {
 	t.Helper()
+	return writeTier(t, fmt.Sprintf(`  members:
+  - {id: gpu0, endpoint: %q, maxConcurrency: 4}
+`, endpoint))
+}
+
+// writeTier writes, into a fresh directory, the tier ns/llama of node-a
+// (alias llama, served model served/model) with the spec lines after
+// servedModel, and a key file holding the key "secret".
+func writeTier(t *testing.T, spec string) (dir, keys string) {
+	t.Helper()
 	dir = t.TempDir()
-	manifest := fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
+	manifest := `apiVersion: sluice.dev/v1alpha1
 kind: ReplicaTier
 metadata: {name: llama, namespace: ns}
 spec:
   nodeName: node-a
   aliases: [llama]
   servedModel: served/model
-  members:
-  - {id: gpu0, endpoint: %q, maxConcurrency: 4}
-`, endpoint)
+` + spec
 	if err := os.WriteFile(filepath.Join(dir, "tiers.yaml"), []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
