@@ -27,8 +27,10 @@ type queuedFixture struct {
 	*fixture
 	clk     *clocktesting.FakeClock
 	tier    *tierState
+	gpu0    *upstream
 	release chan struct{}
 	queued  chan struct{} // a send each time a request starts waiting.
+	done    chan reply    // the replies of the requests sent by wait.
 }
 
 func newQueuedFixture(t *testing.T) *queuedFixture {
@@ -42,7 +44,32 @@ func newQueuedFixture(t *testing.T) *queuedFixture {
 	f.rt.admissionOptions = []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}
 	f.apply(newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}, withQueue(2, time.Minute, 0)))
 	ts, _ := f.rt.table.Load().lookup("ns/q")
-	return &queuedFixture{fixture: f, clk: clk, tier: ts, release: release, queued: queued}
+	return &queuedFixture{fixture: f, clk: clk, tier: ts, gpu0: gpu0, release: release, queued: queued, done: make(chan reply, 8)}
+}
+
+// wait sends a request in the background, its reply to q.done, and returns
+// once it is the nth request waiting in ns/q's queue.
+func (q *queuedFixture) wait(n int) {
+	q.t.Helper()
+	go func() { r, _ := q.mustPost(pathChatCompletions, chat("q"), nil); q.done <- r }()
+	q.waitQueued(n)
+}
+
+// serve lets held, and then the n requests waiting behind it, be served
+// whole: each is answered 200 and its outcome recorded.
+func (q *queuedFixture) serve(held *http.Response, n int) {
+	q.t.Helper()
+	close(q.release)
+	_, _ = io.Copy(io.Discard, held.Body)
+	_ = held.Body.Close()
+	for range n {
+		if r := <-q.done; r.StatusCode != http.StatusOK {
+			q.t.Errorf("queued request = %d", r.StatusCode)
+		}
+	}
+	for range n + 1 {
+		q.outcome()
+	}
 }
 
 // hold sends a request that holds gpu0's only lease until release closes;
@@ -98,12 +125,9 @@ func TestAdminCapacityQueue(t *testing.T) {
 		t.Fatalf("idle queue = %+v, want %+v", got, want(0, 0))
 	}
 	held := q.hold()
-	done := make(chan reply, 2)
-	go func() { r, _ := q.mustPost(pathChatCompletions, chat("q"), nil); done <- r }()
-	q.waitQueued(1)
+	q.wait(1)
 	q.clk.Step(1500 * time.Millisecond) // the first waiter is the older by 1.5 s.
-	go func() { r, _ := q.mustPost(pathChatCompletions, chat("q"), nil); done <- r }()
-	q.waitQueued(2)
+	q.wait(2)
 	q.clk.Step(500 * time.Millisecond)
 	status, body := q.adminGet("/admin/v1/capacity", nil)
 	if status != http.StatusOK || !strings.Contains(string(body), `"queue": {
@@ -115,17 +139,7 @@ func TestAdminCapacityQueue(t *testing.T) {
 	if got := q.capacityQueue(); !same(got, want(2, 2000)) {
 		t.Fatalf("queue = %+v, want %+v", got, want(2, 2000))
 	}
-	close(q.release)
-	_, _ = io.Copy(io.Discard, held.Body)
-	_ = held.Body.Close()
-	for range 2 {
-		if r := <-done; r.StatusCode != http.StatusOK {
-			t.Errorf("queued request = %d", r.StatusCode)
-		}
-	}
-	for range 3 {
-		q.outcome()
-	}
+	q.serve(held, 2)
 	if got := q.capacityQueue(); !same(got, want(0, 0)) {
 		t.Fatalf("drained queue = %+v, want %+v", got, want(0, 0))
 	}
