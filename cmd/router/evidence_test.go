@@ -165,7 +165,9 @@ spec:
 		sent++
 	}
 
-	// Metrics: open, and the fetches of both members are counted.
+	// Metrics: open, and the fetches of both members are counted. A
+	// request's outcome is recorded just after its client read the last
+	// byte, so the last request's may still be on its way.
 	var metrics string
 	for deadline := time.Now().Add(failSafe); ; runtime.Gosched() {
 		var status int
@@ -173,7 +175,8 @@ spec:
 		if status != http.StatusOK {
 			t.Fatalf("/metrics = %d", status)
 		}
-		if strings.Contains(metrics, `sluice_pressure_fetch_total{result="success"} `) &&
+		if strings.Contains(metrics, `sluice_schedule_duration_seconds_count{tier="ns/llama"} 3`) &&
+			strings.Contains(metrics, `sluice_pressure_fetch_total{result="success"} `) &&
 			!strings.Contains(metrics, `sluice_pressure_fetch_total{result="success"} 0`) &&
 			!strings.Contains(metrics, `sluice_pressure_fetch_total{result="http_error"} 0`) {
 			break

@@ -29,8 +29,9 @@ type queuedFixture struct {
 	tier    *tierState
 	gpu0    *upstream
 	release chan struct{}
-	queued  chan struct{} // a send each time a request starts waiting.
-	done    chan reply    // the replies of the requests sent by wait.
+	queued  chan struct{}  // a send each time a request starts waiting.
+	done    chan reply     // the replies of the requests sent by wait.
+	held    *http.Response // the request hold sent, until serve.
 }
 
 func newQueuedFixture(t *testing.T) *queuedFixture {
@@ -55,13 +56,13 @@ func (q *queuedFixture) wait(n int) {
 	q.waitQueued(n)
 }
 
-// serve lets held, and then the n requests waiting behind it, be served
-// whole: each is answered 200 and its outcome recorded.
-func (q *queuedFixture) serve(held *http.Response, n int) {
+// serve lets the held request, and then the n requests waiting behind it,
+// be served whole: each is answered 200 and its outcome recorded.
+func (q *queuedFixture) serve(n int) {
 	q.t.Helper()
 	close(q.release)
-	_, _ = io.Copy(io.Discard, held.Body)
-	_ = held.Body.Close()
+	_, _ = io.Copy(io.Discard, q.held.Body)
+	_ = q.held.Body.Close()
 	for range n {
 		if r := <-q.done; r.StatusCode != http.StatusOK {
 			q.t.Errorf("queued request = %d", r.StatusCode)
@@ -72,15 +73,18 @@ func (q *queuedFixture) serve(held *http.Response, n int) {
 	}
 }
 
-// hold sends a request that holds gpu0's only lease until release closes;
-// it returns once the member answered its headers.
-func (q *queuedFixture) hold() *http.Response {
+// hold sends a request that holds gpu0's only lease until serve; it
+// returns once the member answered its headers.
+func (q *queuedFixture) hold() {
 	q.t.Helper()
-	resp, err := q.post(context.Background(), pathChatCompletions, chat("q"), http.Header{"X-Hold": {"1"}})
-	if err != nil || resp.StatusCode != http.StatusOK {
-		q.t.Fatalf("held request: %v %v", resp, err)
+	resp, err := q.post(context.Background(), pathChatCompletions, chat("q"), http.Header{"X-Hold": {"1"}}) //nolint:bodyclose // serve closes it.
+	if err != nil {
+		q.t.Fatalf("held request: %v", err)
 	}
-	return resp
+	q.held = resp
+	if resp.StatusCode != http.StatusOK {
+		q.t.Fatalf("held request: %d", resp.StatusCode)
+	}
 }
 
 // waitQueued waits until the next request starts waiting in ns/q's queue,
@@ -124,7 +128,7 @@ func TestAdminCapacityQueue(t *testing.T) {
 	if got := q.capacityQueue(); !same(got, want(0, 0)) {
 		t.Fatalf("idle queue = %+v, want %+v", got, want(0, 0))
 	}
-	held := q.hold()
+	q.hold()
 	q.wait(1)
 	q.clk.Step(1500 * time.Millisecond) // the first waiter is the older by 1.5 s.
 	q.wait(2)
@@ -139,7 +143,7 @@ func TestAdminCapacityQueue(t *testing.T) {
 	if got := q.capacityQueue(); !same(got, want(2, 2000)) {
 		t.Fatalf("queue = %+v, want %+v", got, want(2, 2000))
 	}
-	q.serve(held, 2)
+	q.serve(2)
 	if got := q.capacityQueue(); !same(got, want(0, 0)) {
 		t.Fatalf("drained queue = %+v, want %+v", got, want(0, 0))
 	}
@@ -159,12 +163,9 @@ func TestAdminCapacityQueue(t *testing.T) {
 // queue attribute at all).
 func TestQueueEvidence(t *testing.T) {
 	q := newQueuedFixture(t)
-	held := q.hold()
-	done := make(chan reply, 2)
-	for i := range 2 {
-		go func() { r, _ := q.mustPost(pathChatCompletions, chat("q"), nil); done <- r }()
-		q.waitQueued(i + 1)
-	}
+	q.hold()
+	q.wait(1)
+	q.wait(2)
 	full, _ := q.mustPost(pathChatCompletions, chat("q"), nil)
 	if full.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third waiter = %d, want 429", full.StatusCode)
@@ -201,10 +202,10 @@ func TestQueueEvidence(t *testing.T) {
 
 	q.clk.Step(2 * time.Second)
 	close(q.release)
-	_, _ = io.Copy(io.Discard, held.Body)
-	_ = held.Body.Close()
+	_, _ = io.Copy(io.Discard, q.held.Body)
+	_ = q.held.Body.Close()
 	for range 2 {
-		if r := <-done; r.StatusCode != http.StatusOK {
+		if r := <-q.done; r.StatusCode != http.StatusOK {
 			t.Errorf("queued request = %d", r.StatusCode)
 		}
 	}

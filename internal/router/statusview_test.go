@@ -31,7 +31,7 @@ func TestStatusViewReportsQueue(t *testing.T) {
 	if got, want := report(), (&v1alpha1.QueueStatus{MaxRequests: 2}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("idle queue = %+v, want %+v", got, want)
 	}
-	held := q.hold()
+	q.hold()
 	q.wait(1)
 	q.clk.Step(1500 * time.Millisecond)
 	q.wait(2)
@@ -44,7 +44,7 @@ func TestStatusViewReportsQueue(t *testing.T) {
 		t.Fatalf("queue at 2 s = %+v, want oldestWaitSeconds 2", got)
 	}
 
-	q.serve(held, 2)
+	q.serve(2)
 	if got, want := report(), (&v1alpha1.QueueStatus{MaxRequests: 2}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("drained queue = %+v, want %+v", got, want)
 	}
