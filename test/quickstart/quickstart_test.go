@@ -59,7 +59,14 @@ func TestQuickStarts(t *testing.T) {
 			`replicatier.sluice.dev/llama-70b patched`,
 			`"id":"gpu1","quiesced":true,"reason":"maintenance"`,
 		}},
-		{"router", 5 * time.Minute, []string{`"object":\s*"list"`, `"tiers"`}},
+		{"router", 5 * time.Minute, []string{
+			`(?m)^HTTP/1\.1 200 OK`,
+			`(?m)^X-Sluice-Member: gpu[0-2]`,
+			`(?m)^data: \[DONE\]`,
+			`"outcome":\s*"admitted"`,
+			`(?m)^members: (gpu[0-2] ){5}gpu[0-2]$`,
+			`(?m)^members with gpu0 quiesced: (gpu[12] ){5}gpu[12]$`,
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script, ok := all[tc.name]
