@@ -49,6 +49,12 @@ VERSION_PKG := github.com/sluice-dev/sluice/internal/version
 # image build that mounts this machine's Go cache reuses what it compiled.
 GO_BUILD := CGO_ENABLED=0 go build -trimpath \
 	-ldflags "-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)"
+# go-build builds the packages $(1) into bin/ with GO_BUILD. It is the one
+# recipe of every program a target runs (build, demo, run-manager): a target
+# builds exactly the programs it needs, with the flags of `make build`, so
+# Go's build cache holds each package once and no program is compiled twice
+# whichever target runs first.
+go-build = mkdir -p $(BIN) && $(GO_BUILD) -o $(BIN)/ $(1)
 
 # Images (docs/INSTALL.md#images). CONTAINER_TOOL is podman when installed,
 # else docker.
@@ -81,6 +87,9 @@ OUT_IMAGES := $(CURDIR)/out/images
 
 # Install (docs/INSTALL.md). KUBECTL is the kubectl that talks to the cluster.
 KUBECTL ?= kubectl
+# MANAGER_PROBE_ADDRESS is where `make run-manager` serves /healthz and
+# /readyz.
+MANAGER_PROBE_ADDRESS ?= 127.0.0.1:8081
 
 .PHONY: all
 all: build
@@ -127,18 +136,17 @@ verify: generate manifests vet lint ## Fail when generated files are stale or co
 
 .PHONY: build
 build: ## Build every program (and bin/devcluster) into bin/: static, stamped with VERSION and REVISION.
-	@mkdir -p $(BIN)
-	$(GO_BUILD) -o $(BIN)/ ./cmd/... ./hack/devcluster
+	$(call go-build,./cmd/... ./hack/devcluster)
 
 .PHONY: demo
 demo: ## Run the one-command demo in files mode: RoundRobin vs Capacity over three engines (docs/DEMO.md).
-	@mkdir -p $(BIN)
-	go build -o $(BIN)/ ./cmd/router ./cmd/enginesim ./bench/demo
+	$(call go-build,./cmd/router ./cmd/enginesim ./bench/demo)
 	$(BIN)/demo --bin $(BIN) --samples config/samples/demo --out out
 
 .PHONY: run-manager
 run-manager: manifests generate ## Run the manager against the cluster of the current kubeconfig.
-	go run ./cmd/manager --metrics-bind-address=0 --health-probe-bind-address=:8081
+	$(call go-build,./cmd/manager)
+	$(BIN)/manager --metrics-bind-address=0 --health-probe-bind-address=$(MANAGER_PROBE_ADDRESS)
 
 ##@ Images
 
@@ -238,7 +246,8 @@ test-quickstart: envtest-bins ## Run the README's quick starts as written (the d
 # member connection before releasing its lease), and no failure after an
 # engine kill beyond the requests in flight on it and those dispatched in the
 # millisecond its death showed (passive ejection). SOAK_FLAGS come after them
-# and can relax them.
+# and can relax them. The soak's binaries are built with GO_BUILD, the flags
+# of `make build`, into their own directory (a soak never replaces bin/).
 SOAK_DURATION ?= 3m
 SOAK_CHECKS   := --strict-overshoot --kill-excess-max 0
 SOAK_FLAGS    ?=
@@ -247,7 +256,7 @@ SOAK_OUT      := $(CURDIR)/out/soak
 .PHONY: soak
 soak: ## Run the chaos soak for SOAK_DURATION (default 3m): real router, enginesims, faults, invariants (docs/RELIABILITY.md).
 	@mkdir -p $(SOAK_OUT)/bin
-	go build -o $(SOAK_OUT)/bin/ ./cmd/router ./cmd/enginesim ./bench/soak
+	$(GO_BUILD) -o $(SOAK_OUT)/bin/ ./cmd/router ./cmd/enginesim ./bench/soak
 	$(SOAK_OUT)/bin/soak --bin $(SOAK_OUT)/bin --work $(SOAK_OUT) --report $(SOAK_OUT)/report.json \
 		--duration $(SOAK_DURATION) $(SOAK_CHECKS) $(SOAK_FLAGS)
 
