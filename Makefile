@@ -3,6 +3,11 @@
 # Every tool is built from Go modules pinned in this repository:
 #   hack/tools/go.mod    controller-gen, golangci-lint (tool directives)
 #   hack/envtest/go.mod  kube-apiserver, etcd and kubectl for the envtest suites
+#                        (built from source when setup-envtest cannot
+#                        download them)
+#   hack/tools/setup-envtest/go.mod
+#                        controller-runtime's setup-envtest (tool directive),
+#                        which downloads that control plane when it can
 #   hack/helm/go.mod     helm (tool directive), for the chart's lint, render and
 #                        equivalence tests (charts/sluice, docs/HELM.md)
 #   hack/tools/promtool/go.mod
@@ -15,6 +20,7 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN        := $(CURDIR)/bin
 ENVTEST_BIN := $(BIN)/k8s
 CONTROLLER_GEN := $(BIN)/controller-gen
+SETUP_ENVTEST  := $(BIN)/setup-envtest
 GOLANGCI_LINT  := $(BIN)/golangci-lint
 HELM           := $(BIN)/helm
 PROMTOOL       := $(BIN)/promtool
@@ -287,8 +293,8 @@ bench-go: ## Run the Go micro-benchmarks of the cores and of the router's proxy 
 ##@ Tools
 
 .PHONY: envtest-bins
-envtest-bins: ## Build kube-apiserver, etcd and kubectl from source into bin/k8s (skipped when up to date).
-	hack/envtest/build.sh $(ENVTEST_BIN)
+envtest-bins: $(SETUP_ENVTEST) ## Download kube-apiserver, etcd and kubectl into bin/k8s with setup-envtest, or build them from source when that cannot (skipped when up to date).
+	SETUP_ENVTEST=$(SETUP_ENVTEST) hack/envtest/download.sh $(ENVTEST_BIN) || hack/envtest/build.sh $(ENVTEST_BIN)
 
 .PHONY: e2e-cluster-bins
 e2e-cluster-bins: envtest-bins ## Build kubelet, kube-scheduler and kube-controller-manager from source into bin/k8s (skipped when up to date).
@@ -296,6 +302,9 @@ e2e-cluster-bins: envtest-bins ## Build kubelet, kube-scheduler and kube-control
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(SETUP_ENVTEST): hack/tools/setup-envtest/go.mod hack/tools/setup-envtest/go.sum
+	cd hack/tools/setup-envtest && go build -o $@ sigs.k8s.io/controller-runtime/tools/setup-envtest
 
 $(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
