@@ -3,7 +3,9 @@
 // the shipped ServiceAccounts, then reads the API server's audit log to
 // prove that the shipped RBAC grants exactly what the programs use: no
 // request of theirs is forbidden, and every granted verb on every resource
-// is used. The tests live in the _test files; run them with
+// is used. It also follows docs/INSTALL.md's path for a user with a
+// cluster: `make install`, `make run-manager` and `make uninstall` against
+// the API server. The tests live in the _test files; run them with
 // KUBEBUILDER_ASSETS pointing at kube-apiserver, etcd and kubectl
 // (`make envtest-bins`).
 package install
