@@ -10,12 +10,16 @@ package quickstart
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/test/docblock"
 )
 
@@ -83,6 +87,41 @@ func TestQuickStarts(t *testing.T) {
 	}
 	if len(all) != 3 {
 		t.Errorf("README.md marks %d quick starts, the test knows 3: %v", len(all), strings.Join(keys(all), ", "))
+	}
+}
+
+// yourEngines finds the README's "Your engines" manifest: the yaml block
+// after `<!-- manifest: your-engines -->`.
+var yourEngines = regexp.MustCompile("(?s)<!-- manifest: your-engines -->\n```yaml\n(.*?)```")
+
+// TestYourEnginesManifest checks that the README's manifest for a
+// reader's own engines is a ReplicaTier the router accepts as written:
+// strictly decoded (no unknown field), defaulted and valid, with the
+// members, ceilings and engine kind the text describes.
+func TestYourEnginesManifest(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md")) //nolint:gosec // the repository's own README.
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := yourEngines.FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no yaml block marked <!-- manifest: your-engines -->")
+	}
+	var tier v1alpha1.ReplicaTier
+	if err := yaml.UnmarshalStrict(m[1], &tier); err != nil {
+		t.Fatalf("the manifest does not decode: %v\n%s", err, m[1])
+	}
+	v1alpha1.Default(&tier)
+	if errs := v1alpha1.Validate(&tier); len(errs) > 0 {
+		t.Fatalf("the manifest is invalid: %v\n%s", errs.ToAggregate(), m[1])
+	}
+	if tier.Kind != "ReplicaTier" || len(tier.Spec.Members) < 2 {
+		t.Fatalf("the manifest is a %s with %d members, want a ReplicaTier of several engines", tier.Kind, len(tier.Spec.Members))
+	}
+	for _, member := range tier.Spec.Members {
+		if member.Metrics == nil || member.Metrics.Engine != "vllm" {
+			t.Errorf("member %s has no vllm metrics engine: %+v", member.ID, member.Metrics)
+		}
 	}
 }
 
