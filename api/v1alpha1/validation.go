@@ -192,7 +192,10 @@ func validateMembers(members []Member, path *field.Path) field.ErrorList {
 		p := path.Index(i)
 		errs = append(errs, validateString(m.ID, p.Child("id"), 1, MaxMemberIDLength, memberIDRE)...)
 		if seen[m.ID] {
-			errs = append(errs, field.Duplicate(p, map[string]any{"id": m.ID}))
+			// The API server names the list entry (spec.members[i]:
+			// Duplicate value: map[...]); this names the field and its
+			// value, which the entry's path contains.
+			errs = append(errs, field.Duplicate(p.Child("id"), m.ID))
 		}
 		seen[m.ID] = true
 		errs = append(errs, validateEndpoint(m.Endpoint, p.Child("endpoint"))...)

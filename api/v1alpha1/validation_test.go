@@ -206,3 +206,15 @@ func TestEffectiveMemberLocality(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateNamesDuplicateMemberID: a duplicate member id is reported
+// at the id field with its value, so a files-mode user sees which field of
+// which member to fix.
+func TestValidateNamesDuplicateMemberID(t *testing.T) {
+	obj := validationtable.Base()
+	obj.Spec.Members[1].ID = obj.Spec.Members[0].ID
+	err := sluicev1.Validate(obj).ToAggregate()
+	if want := `spec.members[1].id: Duplicate value: "` + obj.Spec.Members[0].ID + `"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Validate = %v, want %q", err, want)
+	}
+}

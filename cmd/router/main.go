@@ -386,7 +386,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 		go func() {
 			defer func() { done <- struct{}{} }()
 			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				failed <- fmt.Errorf("%s: %w", name, err)
+				failed <- partError(name, err)
 			}
 		}()
 	}
@@ -668,4 +668,14 @@ func registerPprof(admin *router.Admin) {
 	admin.Handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
 	admin.Handle("POST /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
 	admin.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+}
+
+// partError names the part of the router that failed, unless the error
+// already starts with that name (the source's errors say "source: ..."),
+// so that no message says it twice.
+func partError(name string, err error) error {
+	if strings.HasPrefix(err.Error(), name+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }

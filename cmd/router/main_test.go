@@ -356,6 +356,11 @@ func TestRunFailsFast(t *testing.T) {
 		err := run(context.Background(), context.Background(), tt.args, io.Discard, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.wantErr)
+			continue
+		}
+		// Each part names itself once: no "source: source: ...".
+		if first, rest, _ := strings.Cut(err.Error(), ": "); strings.HasPrefix(rest, first+": ") {
+			t.Errorf("%v: err = %v names its part twice", tt.args, err)
 		}
 	}
 }
