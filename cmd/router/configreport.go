@@ -22,7 +22,7 @@ const maxListedProblems = 16
 var errStrictManifests = errors.New("--strict-manifests: the configuration is not fully valid")
 
 // configReport logs what each applied snapshot put in force
-// (docs/OPERATIONS.md#the-configuration-summary): one INFO line with the
+// (docs/OPERATIONS.md#router-logs-and-profiles): one INFO line with the
 // counts at the first load and at every reload, one WARN for each rejection
 // the previous snapshot did not already report (the router logs the
 // configurations it refuses itself, the same way), and a WARN when every
@@ -46,7 +46,7 @@ func newConfigReport(logger *slog.Logger, node string, files bool) *configReport
 }
 
 // report logs the summary of s, which the router applied as applied.
-func (c *configReport) report(s source.Snapshot, applied router.Applied) {
+func (c *configReport) report(s source.Snapshot, applied router.ApplyResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	msg := "tier configuration reloaded"

@@ -263,11 +263,11 @@ func TestConfigReportDeduplicates(t *testing.T) {
 	kept := source.FileError{File: "mine.yaml", Message: "document 0: not YAML", KeepsLastGood: true}
 	dup := source.Rejection{Tier: source.Tier{Key: "ns/x"}, Reason: source.ReasonDuplicate, Message: "tier ns/x is already declared in file a.yaml"}
 	others := source.OtherNodes{Tiers: 2, Nodes: []string{"gpu-node-1"}}
-	refused := router.Applied{Refused: []router.RefusedTier{{Key: "ns/y", Message: "member gpu0 has an unusable endpoint"}}}
+	refused := router.ApplyResult{Refused: []router.RefusedTier{{Key: "ns/y", Message: "member gpu0 has an unusable endpoint"}}}
 	steps := []struct {
 		desc    string
 		s       source.Snapshot
-		applied router.Applied
+		applied router.ApplyResult
 		want    []string // the messages logged, in order.
 	}{
 		{desc: "first load", s: source.Snapshot{Files: 2, Errors: []source.FileError{bad}, OtherNodes: others},
@@ -277,9 +277,9 @@ func TestConfigReportDeduplicates(t *testing.T) {
 		{desc: "a file turns invalid, a duplicate, a refusal", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad, kept},
 			Rejected: []source.Rejection{dup}, OtherNodes: others}, applied: refused,
 			want: []string{"tier configuration reloaded", "manifest rejected; its tiers keep their last good configuration", "tier not served"}},
-		{desc: "all fixed", s: source.Snapshot{Files: 3}, applied: router.Applied{Served: 1},
+		{desc: "all fixed", s: source.Snapshot{Files: 3}, applied: router.ApplyResult{Served: 1},
 			want: []string{"tier configuration reloaded"}},
-		{desc: "broken again", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad}}, applied: router.Applied{Served: 1},
+		{desc: "broken again", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad}}, applied: router.ApplyResult{Served: 1},
 			want: []string{"tier configuration reloaded", "manifest rejected; none of its tiers is served"}},
 	}
 	seen := 0
@@ -309,7 +309,7 @@ func TestConfigReportDeduplicates(t *testing.T) {
 	// The kube source counts no files and no other nodes.
 	logs = &syncBuffer{}
 	c = newConfigReport(slog.New(slog.NewJSONHandler(logs, nil)), "node-a", false)
-	c.report(source.Snapshot{}, router.Applied{Served: 3})
+	c.report(source.Snapshot{}, router.ApplyResult{Served: 3})
 	lines := decodeLogs(t, logs.String())
 	if len(lines) != 1 {
 		t.Fatalf("kube mode logged %d lines", len(lines))

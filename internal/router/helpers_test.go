@@ -345,7 +345,7 @@ type recorderFunc func(Outcome)
 func (r recorderFunc) Record(o Outcome) { r(o) }
 
 // apply applies tiers as a source snapshot, registering every member ready.
-func (f *fixture) apply(tiers ...source.Tier) Applied {
+func (f *fixture) apply(tiers ...source.Tier) ApplyResult {
 	s := source.Snapshot{Tiers: tiers}
 	f.ready.reconfigure(ReadinessTiers(s))
 	return f.rt.Apply(s)

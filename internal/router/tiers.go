@@ -233,7 +233,7 @@ func jsonString(s string) []byte {
 // requests and with itself. It returns what it put in force, for the
 // caller's summary; it logs only the refused configurations (once per
 // refused generation).
-func (rt *Router) Apply(s source.Snapshot) Applied {
+func (rt *Router) Apply(s source.Snapshot) ApplyResult {
 	rt.applyMu.Lock()
 	defer rt.applyMu.Unlock()
 	old := rt.table.Load()
@@ -286,7 +286,7 @@ func (rt *Router) Apply(s source.Snapshot) Applied {
 	next.models = modelsBody(next.aliases)
 	rt.table.Store(next)
 	rt.members.closeIdleExcept(next.memberAddrs())
-	applied := Applied{Served: len(next.served)}
+	applied := ApplyResult{Served: len(next.served)}
 	for key, f := range next.applyErrors {
 		applied.Refused = append(applied.Refused, RefusedTier{Key: key, Message: f.message})
 	}
@@ -294,8 +294,8 @@ func (rt *Router) Apply(s source.Snapshot) Applied {
 	return applied
 }
 
-// Applied is what one Apply put in force.
-type Applied struct {
+// ApplyResult is what one Apply put in force.
+type ApplyResult struct {
 	// Served is the number of tiers served after the Apply.
 	Served int
 	// Refused are the tiers of the snapshot whose configuration the router
