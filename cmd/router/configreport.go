@@ -34,15 +34,15 @@ type configReport struct {
 	files  bool // the files source: the files and other nodes' tiers are counted.
 
 	mu       sync.Mutex
-	loaded   bool              // a snapshot was reported before.
-	logged   map[string]string // the rejections the last snapshot reported: key → what was logged.
-	problems []string          // the last snapshot's rejections, for --strict-manifests.
+	loaded   bool            // a snapshot was reported before.
+	logged   map[string]bool // the WARN lines the last snapshot logged or would have, by what they say.
+	problems []string        // the last snapshot's rejections, for --strict-manifests.
 }
 
 // newConfigReport returns the report of a router on node; files is set
 // for the files source.
 func newConfigReport(logger *slog.Logger, node string, files bool) *configReport {
-	return &configReport{logger: logger, node: node, files: files, logged: map[string]string{}}
+	return &configReport{logger: logger, node: node, files: files, logged: map[string]bool{}}
 }
 
 // report logs the summary of s, which the router applied as applied.
@@ -64,10 +64,12 @@ func (c *configReport) report(s source.Snapshot, applied router.ApplyResult) {
 	}
 	c.logger.Info(msg, attrs...)
 
-	logged := map[string]string{}
-	warn := func(key, what string, msg string, args ...any) {
-		logged[key] = what
-		if c.logged[key] != what {
+	// warn logs a WARN line unless the previous snapshot logged the same.
+	logged := map[string]bool{}
+	warn := func(msg string, args ...any) {
+		key := fmt.Sprintf("%s %#v", msg, args)
+		logged[key] = true
+		if !c.logged[key] {
 			c.logger.Warn(msg, args...)
 		}
 	}
@@ -76,23 +78,22 @@ func (c *configReport) report(s source.Snapshot, applied router.ApplyResult) {
 		c.problems = append(c.problems, "file "+e.File+": "+e.Message)
 		switch {
 		case e.File == ".":
-			warn("dir", e.Message, "manifest directory not read; the tiers read before keep their configuration", "error", e.Message)
+			warn("manifest directory not read; the tiers read before keep their configuration", "error", e.Message)
 		case e.KeepsLastGood:
-			warn("file/"+e.File, e.Message, "manifest rejected; its tiers keep their last good configuration", "file", e.File, "error", e.Message)
+			warn("manifest rejected; its tiers keep their last good configuration", "file", e.File, "error", e.Message)
 		default:
-			warn("file/"+e.File, e.Message, "manifest rejected; none of its tiers is served", "file", e.File, "error", e.Message)
+			warn("manifest rejected; none of its tiers is served", "file", e.File, "error", e.Message)
 		}
 	}
 	for _, r := range s.Rejected {
 		c.problems = append(c.problems, "tier "+r.Tier.Key+": "+string(r.Reason)+": "+r.Message)
-		warn("tier/"+r.Tier.Key, string(r.Reason)+" "+r.Message, "tier not served", "tier", r.Tier.Key, "reason", string(r.Reason), "detail", r.Message)
+		warn("tier not served", "tier", r.Tier.Key, "reason", string(r.Reason), "detail", r.Message)
 	}
 	for _, r := range applied.Refused {
 		c.problems = append(c.problems, "tier "+r.Key+": "+r.Message)
 	}
 	if len(s.Tiers)+len(s.Rejected) == 0 && s.OtherNodes.Tiers > 0 {
-		nodes := strings.Join(s.OtherNodes.Nodes, ",")
-		warn("other nodes", nodes, "every tier read names another node: this router serves none (check --node-name)",
+		warn("every tier read names another node: this router serves none (check --node-name)",
 			"node", c.node, "tiers_other_node", s.OtherNodes.Tiers, "manifest_nodes", s.OtherNodes.Nodes)
 	}
 	c.logged = logged

@@ -260,6 +260,7 @@ func TestConfigReportDeduplicates(t *testing.T) {
 	logs := &syncBuffer{}
 	c := newConfigReport(slog.New(slog.NewJSONHandler(logs, nil)), "node-a", true)
 	bad := source.FileError{File: "bad.yaml", Message: "document 0: spec.members: Required value"}
+	overLimit := source.FileError{File: "bad.yaml", Message: "ignored: the router serves at most 256 members"}
 	kept := source.FileError{File: "mine.yaml", Message: "document 0: not YAML", KeepsLastGood: true}
 	dup := source.Rejection{Tier: source.Tier{Key: "ns/x"}, Reason: source.ReasonDuplicate, Message: "tier ns/x is already declared in file a.yaml"}
 	others := source.OtherNodes{Tiers: 2, Nodes: []string{"gpu-node-1"}}
@@ -281,6 +282,10 @@ func TestConfigReportDeduplicates(t *testing.T) {
 			want: []string{"tier configuration reloaded"}},
 		{desc: "broken again", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad}}, applied: router.ApplyResult{Served: 1},
 			want: []string{"tier configuration reloaded", "manifest rejected; none of its tiers is served"}},
+		{desc: "a second error of the same file", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad, overLimit}},
+			applied: router.ApplyResult{Served: 1}, want: []string{"tier configuration reloaded", "manifest rejected; none of its tiers is served"}},
+		{desc: "both errors again", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad, overLimit}},
+			applied: router.ApplyResult{Served: 1}, want: []string{"tier configuration reloaded"}},
 	}
 	seen := 0
 	for _, st := range steps {
@@ -302,8 +307,8 @@ func TestConfigReportDeduplicates(t *testing.T) {
 			}
 		}
 	}
-	if err := c.strictError(); err == nil || !strings.Contains(err.Error(), "1 rejected: file bad.yaml") {
-		t.Errorf("strict error %v, want bad.yaml alone", err)
+	if err := c.strictError(); err == nil || !strings.Contains(err.Error(), "2 rejected: file bad.yaml") {
+		t.Errorf("strict error %v, want bad.yaml's two errors", err)
 	}
 
 	// The kube source counts no files and no other nodes.
