@@ -116,6 +116,8 @@ type config struct {
 	tenantHeader      string
 	logLevel          slog.Level
 	showVersion       bool
+	readyWithoutTiers bool
+	strictManifests   bool
 	kube              kubeFlags
 }
 
@@ -179,6 +181,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		"(behind the Gateway API Inference Extension: "+router.GatewayFairnessHeader+"); none means the key's tenant")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and revision and exit")
+	fs.BoolVar(&c.readyWithoutTiers, "ready-without-tiers", false,
+		"report ready on /readyz once the configuration is loaded even when it serves no tier (for a router started before its tiers exist)")
+	fs.BoolVar(&c.strictManifests, "strict-manifests", false,
+		"files mode: fail start when a manifest or a tier of this node is rejected (later reloads keep the last good configuration)")
 	c.kube.register(fs)
 	memberIdle := memberIdleTimeoutFlag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -204,6 +210,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("--node-name (or $NODE_NAME) is required")
 	case c.maxBodyBytes <= 0:
 		return config{}, errors.New("--max-body-bytes must be positive")
+	case c.strictManifests && c.tiersDir == "":
+		return config{}, errors.New("--strict-manifests needs --tiers-dir: in kube mode the manager validates the ReplicaTiers")
 	case c.enablePprof && c.adminTokenFile == "":
 		return config{}, errors.New("--enable-pprof needs --admin-token-file: profiles are served behind the admin token only")
 	case c.maxBufferedBodies/2 <= c.maxBodyBytes:
@@ -338,7 +346,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	})
 	defer rt.Close()
 	dispatcher.Store(rt)
-	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
+	admin := router.NewAdmin(rt, router.AdminOptions{Token: token, ReadyWithoutTiers: cfg.readyWithoutTiers})
 	obs.register(admin, rt, telemetry.NewConnectionCollector(conns.counts))
 	if cfg.enablePprof {
 		registerPprof(admin)
@@ -358,7 +366,8 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 			r.StopReporting()
 		}
 	}
-	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, obs.requests, rt, s) }, stopReports)
+	report := newConfigReport(logger, cfg.nodeName, cfg.tiersDir != "")
+	succ = newSuccession(rt, logger, func(s source.Snapshot) { apply(logger, probes, samples, obs.requests, rt, report, s) }, stopReports)
 	front := newServer(logger, succ.handler(rt, &draining), cfg.bodyReadTimeout)
 	conns.limit(front)
 	adminSrv := newServer(logger, handOver(readyOnceServing(admin, &serving), &draining), cfg.bodyReadTimeout)
@@ -414,7 +423,13 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	spawn("source", func() error {
 		return src.Run(runCtx, func(s source.Snapshot) {
 			succ.configure(s)
-			once.Do(func() { firstTiers <- router.ReadinessTiers(s) })
+			once.Do(func() {
+				if err := report.strictError(); cfg.strictManifests && err != nil {
+					failed <- err // the front door never opens.
+					return
+				}
+				firstTiers <- router.ReadinessTiers(s)
+			})
 		})
 	})
 
@@ -633,11 +648,12 @@ func shutdown(hurry context.Context, logger *slog.Logger, front, adminSrv *http.
 // apply registers the tiers the router will serve from a snapshot
 // (Router.Plan) with the readiness probes and the pressure cache, applies
 // the snapshot to the router, then exports the request metrics' zero
-// series of those tiers and deletes the series of the tiers gone. A cache that refuses the
+// series of those tiers and deletes the series of the tiers gone, and
+// reports the result (configReport). A cache that refuses the
 // registration keeps its previous one (its members read not ready or
 // unknown); the error is logged.
 func apply(logger *slog.Logger, probes *readiness.Cache, samples *pressure.Cache, metrics *telemetry.RequestMetrics,
-	rt *router.Router, s source.Snapshot,
+	rt *router.Router, report *configReport, s source.Snapshot,
 ) {
 	// The probes and samples follow the configuration the router will
 	// serve: a tier whose new configuration it refuses keeps its old
@@ -649,14 +665,9 @@ func apply(logger *slog.Logger, probes *readiness.Cache, samples *pressure.Cache
 	if err := samples.Reconfigure(router.PressureTiers(plan)); err != nil {
 		logger.Error("pressure cache not reconfigured", "error", err.Error())
 	}
-	rt.Apply(s)
+	applied := rt.Apply(s)
 	metrics.Configure(plan)
-	for _, e := range s.Errors {
-		logger.Warn("manifest rejected; its tiers keep their last good configuration", "file", e.File, "error", e.Message)
-	}
-	for _, r := range s.Rejected {
-		logger.Warn("tier not served", "tier", r.Tier.Key, "reason", string(r.Reason), "detail", r.Message)
-	}
+	report.report(s, applied)
 }
 
 // registerPprof serves Go's profiles (net/http/pprof) at /debug/pprof/ on

@@ -41,6 +41,7 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "0"}, wantErr: "--max-body-bytes"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-buffered-body-bytes", "33554432"}, wantErr: "--max-buffered-body-bytes"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--enable-pprof"}, wantErr: "--enable-pprof needs --admin-token-file"},
+		{args: []string{"--node-name", "n", "--strict-manifests"}, wantErr: "--strict-manifests needs --tiers-dir"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--max-body-bytes", "100", "--max-buffered-body-bytes", "201"}, wantErr: "--max-buffered-body-bytes"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--decision-log-size", "-1"}, wantErr: "--decision-log-size"},
 		{args: []string{"--tiers-dir", "d", "--node-name", "n", "--shutdown-timeout", "0s"}, wantErr: "--shutdown-timeout"},

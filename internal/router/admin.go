@@ -15,6 +15,11 @@ type AdminOptions struct {
 	// Token holds the bearer tokens of the /admin/v1/ routes. Nil means the
 	// routes are open (health, readiness and metrics are always open).
 	Token *Keys
+	// ReadyWithoutTiers makes /readyz succeed once a snapshot was applied
+	// even when it serves no tier, for a router started before its tiers
+	// exist (a DaemonSet's on a node without tiers yet). False, the zero
+	// value, means /readyz fails while no tier is served.
+	ReadyWithoutTiers bool
 }
 
 // Admin is the admin listener's handler: GET /healthz and /readyz (open),
@@ -24,15 +29,16 @@ type AdminOptions struct {
 // (metrics, decisions) with Handle and HandlePublic. It only reads: intent
 // changes only through the ReplicaTier.
 type Admin struct {
-	rt       *Router
-	token    *Keys
-	mux      *http.ServeMux
-	stopping atomic.Bool
+	rt           *Router
+	token        *Keys
+	mux          *http.ServeMux
+	stopping     atomic.Bool
+	readyIfEmpty bool
 }
 
 // NewAdmin returns the admin handler of rt.
 func NewAdmin(rt *Router, opts AdminOptions) *Admin {
-	a := &Admin{rt: rt, token: opts.Token, mux: http.NewServeMux()}
+	a := &Admin{rt: rt, token: opts.Token, mux: http.NewServeMux(), readyIfEmpty: opts.ReadyWithoutTiers}
 	a.HandlePublic("GET /healthz", http.HandlerFunc(a.healthz))
 	a.HandlePublic("GET /readyz", http.HandlerFunc(a.readyz))
 	a.Handle("GET /admin/v1/capacity", http.HandlerFunc(a.capacity))
@@ -82,15 +88,21 @@ func (a *Admin) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
+// readyz succeeds once a snapshot serving at least one tier was applied
+// (or any snapshot, with AdminOptions.ReadyWithoutTiers), until NotReady.
 func (a *Admin) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	tab := a.rt.table.Load()
 	switch {
 	case a.stopping.Load():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("shutting down\n"))
-	case !a.rt.Loaded():
+	case !tab.loaded:
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("no configuration loaded yet\n"))
+	case len(tab.served) == 0 && !a.readyIfEmpty:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("no tier served\n"))
 	default:
 		_, _ = w.Write([]byte("ok\n"))
 	}

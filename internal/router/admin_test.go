@@ -14,31 +14,58 @@ import (
 	"github.com/sluice-dev/sluice/internal/source"
 )
 
+// TestAdminHealthAndReadiness proves /readyz fails before a first
+// snapshot, while the snapshot in force serves no tier (unless
+// ReadyWithoutTiers), and after NotReady; it succeeds while a tier is
+// served (docs/ROUTER.md#6-admin-api).
 func TestAdminHealthAndReadiness(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
-	if status, _ := f.adminGet("/healthz", nil); status != http.StatusOK {
-		t.Fatalf("healthz = %d", status)
-	}
-	if status, _ := f.adminGet("/readyz", nil); status != http.StatusServiceUnavailable {
-		t.Fatalf("readyz before any configuration = %d, want 503", status)
-	}
-	f.apply() // an empty configuration is a loaded one.
-	if status, _ := f.adminGet("/readyz", nil); status != http.StatusOK {
-		t.Fatalf("readyz after the first configuration = %d, want 200", status)
-	}
-	a := NewAdmin(f.rt, AdminOptions{})
-	a.NotReady()
-	w := newRecorder()
-	a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/readyz"))
-	if w.status != http.StatusServiceUnavailable {
-		t.Fatalf("readyz after NotReady = %d, want 503", w.status)
+	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}})
+	refused := newTier("ns/far", []string{"far"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 0}})
+	for _, tt := range []struct {
+		desc              string
+		readyWithoutTiers bool
+		apply             [][]source.Tier // the snapshots applied before the check; nil: none.
+		want              int
+		wantBody          string
+	}{
+		{desc: "before any configuration", want: http.StatusServiceUnavailable, wantBody: "no configuration loaded yet"},
+		{desc: "before any configuration, ready without tiers", readyWithoutTiers: true, want: http.StatusServiceUnavailable},
+		{desc: "an empty configuration", apply: [][]source.Tier{{}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
+		{desc: "only a refused tier", apply: [][]source.Tier{{refused}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
+		{desc: "an empty configuration, ready without tiers", readyWithoutTiers: true, apply: [][]source.Tier{{}}, want: http.StatusOK},
+		{desc: "a served tier", apply: [][]source.Tier{{llama}}, want: http.StatusOK, wantBody: "ok"},
+		{desc: "the last tier removed", apply: [][]source.Tier{{llama}, {}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{})
+			a := NewAdmin(f.rt, AdminOptions{ReadyWithoutTiers: tt.readyWithoutTiers})
+			for _, tiers := range tt.apply {
+				f.apply(tiers...)
+			}
+			w := newRecorder()
+			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/healthz"))
+			if w.status != http.StatusOK {
+				t.Fatalf("healthz = %d", w.status)
+			}
+			w = newRecorder()
+			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/readyz"))
+			if w.status != tt.want || !strings.Contains(w.body.String(), tt.wantBody) {
+				t.Fatalf("readyz = %d %q, want %d %q", w.status, w.body.String(), tt.want, tt.wantBody)
+			}
+			a.NotReady()
+			w = newRecorder()
+			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/readyz"))
+			if w.status != http.StatusServiceUnavailable {
+				t.Fatalf("readyz after NotReady = %d, want 503", w.status)
+			}
+		})
 	}
 }
 
 func TestAdminAuthentication(t *testing.T) {
 	token, _ := ParseKeys([]byte("admin-token\n"))
 	f := newFixture(t, fixtureOptions{adminToken: token})
-	f.apply()
+	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}}))
 	good := http.Header{"Authorization": {"Bearer admin-token"}}
 	for _, path := range []string{"/admin/v1/capacity", "/admin/v1/tiers", "/admin/v1/tiers/ns/x"} {
 		status, body := f.adminGet(path, nil)

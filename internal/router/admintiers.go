@@ -94,7 +94,7 @@ func (a *Admin) tiers(w http.ResponseWriter, _ *http.Request) {
 	tab := a.rt.table.Load()
 	view := adminapi.TiersView{Loaded: tab.loaded, Tiers: a.tierViews(tab), SourceErrors: []adminapi.SourceErrorView{}}
 	for _, e := range tab.fileErrors {
-		view.SourceErrors = append(view.SourceErrors, adminapi.SourceErrorView(e))
+		view.SourceErrors = append(view.SourceErrors, adminapi.SourceErrorView{File: e.File, Message: e.Message})
 	}
 	writeJSON(w, http.StatusOK, view)
 }

@@ -345,10 +345,10 @@ type recorderFunc func(Outcome)
 func (r recorderFunc) Record(o Outcome) { r(o) }
 
 // apply applies tiers as a source snapshot, registering every member ready.
-func (f *fixture) apply(tiers ...source.Tier) {
+func (f *fixture) apply(tiers ...source.Tier) ApplyResult {
 	s := source.Snapshot{Tiers: tiers}
 	f.ready.reconfigure(ReadinessTiers(s))
-	f.rt.Apply(s)
+	return f.rt.Apply(s)
 }
 
 // outcome waits for the next recorded outcome: the request has ended and

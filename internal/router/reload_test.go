@@ -379,7 +379,15 @@ func TestApplyErrors(t *testing.T) {
 	broken := newTier("ns/llama", []string{"llama", "other"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 2}})
 	fresh := newTier("ns/new", []string{"new"}, "", []memberSpec{{"gpu0", "::", 2}})
 	f.apply(good)
-	f.apply(broken, fresh)
+	applied := f.apply(broken, fresh)
+	if applied.Served != 1 || len(applied.Refused) != 2 || applied.Refused[0].Key != "ns/llama" || applied.Refused[1].Key != "ns/new" {
+		t.Fatalf("Apply = %+v, want ns/llama served on its previous configuration, ns/llama and ns/new refused", applied)
+	}
+	for _, r := range applied.Refused {
+		if r.Message == "" || strings.Contains(r.Message, "ftp://") {
+			t.Errorf("refusal of %s says %q", r.Key, r.Message)
+		}
+	}
 	if got := quick(t, f); got != "gpu0" {
 		t.Fatalf("the previous configuration is not served: %q", got)
 	}

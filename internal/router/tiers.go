@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -229,8 +230,10 @@ func jsonString(s string) []byte {
 // released. A tier whose new configuration cannot be applied keeps its
 // previous one, and the error is reported on the admin API. Apply never
 // waits for in-flight requests; it is safe to call concurrently with
-// requests and with itself.
-func (rt *Router) Apply(s source.Snapshot) {
+// requests and with itself. It returns what it put in force, for the
+// caller's summary; it logs only the refused configurations (once per
+// refused generation).
+func (rt *Router) Apply(s source.Snapshot) ApplyResult {
 	rt.applyMu.Lock()
 	defer rt.applyMu.Unlock()
 	old := rt.table.Load()
@@ -283,8 +286,30 @@ func (rt *Router) Apply(s source.Snapshot) {
 	next.models = modelsBody(next.aliases)
 	rt.table.Store(next)
 	rt.members.closeIdleExcept(next.memberAddrs())
-	rt.log.Info("configuration applied", "tiers", len(next.served), "rejected", len(next.rejected),
-		"source_errors", len(next.fileErrors), "apply_errors", len(next.applyErrors))
+	applied := ApplyResult{Served: len(next.served)}
+	for key, f := range next.applyErrors {
+		applied.Refused = append(applied.Refused, RefusedTier{Key: key, Message: f.message})
+	}
+	slices.SortFunc(applied.Refused, func(a, b RefusedTier) int { return cmp.Compare(a.Key, b.Key) })
+	return applied
+}
+
+// ApplyResult is what one Apply put in force.
+type ApplyResult struct {
+	// Served is the number of tiers served after the Apply.
+	Served int
+	// Refused are the tiers of the snapshot whose configuration the router
+	// refused, sorted by Key. Each keeps serving its previous
+	// configuration, if it had one.
+	Refused []RefusedTier
+}
+
+// RefusedTier is a tier configuration Apply refused.
+type RefusedTier struct {
+	// Key is the tier's namespace/name.
+	Key string
+	// Message says why, without endpoints or field values.
+	Message string
 }
 
 // Plan returns the configuration Apply(s) would put in force, as a source

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +44,11 @@ const (
 	// MaxTiers bounds the tiers of one router; every tier has at least one
 	// member, so it follows from MaxMembers.
 	MaxTiers = MaxMembers
+	// MaxReportedNodes bounds the node names Snapshot.OtherNodes lists: the
+	// router logs them, and one or two are enough to see a mistyped
+	// --node-name, while a directory shared by a whole cluster could name
+	// hundreds.
+	MaxReportedNodes = 8
 )
 
 // manifestExtensions are the file name extensions Files reads.
@@ -85,9 +91,11 @@ type Files struct {
 
 // fileState is what Files remembers of one file.
 type fileState struct {
-	data  []byte                 // content of the last read; nil when unreadable
-	tiers []v1alpha1.ReplicaTier // last good tiers of this node
-	err   string                 // current error; empty when the content is valid
+	data       []byte                 // content of the last read; nil when unreadable
+	tiers      []v1alpha1.ReplicaTier // last good tiers of this node
+	otherNodes []string               // node names of the last good content's other tiers
+	good       bool                   // some content was valid: tiers and otherNodes hold it
+	err        string                 // current error; empty when the content is valid
 }
 
 // NewFiles returns a Files source for opts. It returns an error wrapping
@@ -182,13 +190,13 @@ func (f *Files) scan() (bool, error) {
 			changed = changed || st.err != before
 			continue
 		}
-		tiers, parseErr := parseManifest(data, f.node)
+		m, parseErr := parseManifest(data, f.node)
 		if parseErr != nil {
 			st.err = message(parseErr)
 			changed = changed || st.err != before
 			continue
 		}
-		st.tiers, st.err = tiers, ""
+		st.tiers, st.otherNodes, st.good, st.err = m.tiers, m.otherNodes, true, ""
 		changed = true
 	}
 	return changed, nil
@@ -272,11 +280,17 @@ func (f *Files) snapshot() Snapshot {
 	slices.Sort(names)
 	files := make([]fileTiers, 0, len(names))
 	var errs []FileError
+	others := map[string]bool{}
+	skipped := 0
 	total := 0
 	for _, name := range names {
 		st := f.files[name]
+		for _, node := range st.otherNodes {
+			others[node] = true
+		}
+		skipped += len(st.otherNodes)
 		if st.err != "" {
-			errs = append(errs, FileError{File: name, Message: st.err})
+			errs = append(errs, FileError{File: name, Message: st.err, KeepsLastGood: st.good})
 		}
 		n := 0
 		for i := range st.tiers {
@@ -290,7 +304,13 @@ func (f *Files) snapshot() Snapshot {
 		files = append(files, fileTiers{name: name, tiers: st.tiers})
 	}
 	if f.dirErr != "" {
-		errs = append(errs, FileError{File: ".", Message: f.dirErr})
+		errs = append(errs, FileError{File: ".", Message: f.dirErr, KeepsLastGood: true})
 	}
-	return build(files, errs)
+	s := build(files, errs)
+	s.Files = len(names)
+	s.OtherNodes = OtherNodes{Tiers: skipped, Nodes: slices.Sorted(maps.Keys(others))}
+	if len(s.OtherNodes.Nodes) > MaxReportedNodes {
+		s.OtherNodes.Nodes = s.OtherNodes.Nodes[:MaxReportedNodes]
+	}
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -304,5 +305,54 @@ func TestFilesMemberBound(t *testing.T) {
 	s := h.start()
 	if len(s.Tiers) != MaxMembers || len(s.Errors) != 1 || s.Errors[0].File != "b.yaml" {
 		t.Fatalf("%d tiers, errors %+v; want %d tiers and b.yaml ignored", len(s.Tiers), s.Errors, MaxMembers)
+	}
+}
+
+// TestFilesCountsManifests proves a snapshot says how many files were read
+// and which other nodes' tiers were skipped, the bounded list of their
+// node names included, and whether an invalid file keeps a last good
+// configuration (a file invalid from the start keeps none).
+func TestFilesCountsManifests(t *testing.T) {
+	onNode := func(name, node string) string {
+		return strings.Replace(doc("ns", name, name), "gpu-node-1", node, 1)
+	}
+	var many strings.Builder
+	for i := range MaxReportedNodes + 2 {
+		if i > 0 {
+			many.WriteString("---\n")
+		}
+		many.WriteString(onNode("far"+strconv.Itoa(i), "gpu-node-"+strconv.Itoa(10+i)))
+	}
+	h := newHarness(t, map[string]string{
+		"mine.yaml":  doc("ns", "mine", "mine"),
+		"other.yaml": onNode("other", "gpu-node-2") + "---\n" + onNode("odd", "Not_A_Node"),
+		"many.yaml":  many.String(),
+		"bad.yaml":   strings.Replace(doc("ns", "bad", "bad"), "maxConcurrency: 2", "maxConcurrency: 0", 1),
+		"junk.yaml":  "kind: [",
+	})
+	s := h.start()
+	if s.Files != 5 || keys(s) != "ns/mine@mine.yaml" {
+		t.Fatalf("files = %d, tiers = %s, want 5 files and ns/mine", s.Files, keys(s))
+	}
+	if want := MaxReportedNodes + 4; s.OtherNodes.Tiers != want {
+		t.Fatalf("other nodes' tiers = %d, want %d", s.OtherNodes.Tiers, want)
+	}
+	// Sorted, bounded, and an invalid name is not quoted.
+	wantNodes := []string{"(invalid node name)", "gpu-node-10", "gpu-node-11", "gpu-node-12", "gpu-node-13", "gpu-node-14", "gpu-node-15", "gpu-node-16"}
+	if !slices.Equal(s.OtherNodes.Nodes, wantNodes) {
+		t.Fatalf("other nodes = %q, want %q", s.OtherNodes.Nodes, wantNodes)
+	}
+	if len(s.Errors) != 2 || s.Errors[0].KeepsLastGood || s.Errors[1].KeepsLastGood {
+		t.Fatalf("errors = %+v, want bad.yaml and junk.yaml, neither with a last good configuration", s.Errors)
+	}
+
+	// A file that turns invalid keeps its last good tiers, and says so.
+	h.write("mine.yaml", "kind: [")
+	if !h.tick() {
+		t.Fatal("an invalid edit published nothing")
+	}
+	s = h.next()
+	if keys(s) != "ns/mine@mine.yaml" || len(s.Errors) != 3 || s.Errors[2].File != "mine.yaml" || !s.Errors[2].KeepsLastGood {
+		t.Fatalf("tiers = %s, errors = %+v, want mine.yaml kept and reported", keys(s), s.Errors)
 	}
 }

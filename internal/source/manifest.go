@@ -35,58 +35,79 @@ const (
 	defaultNamespace = "default"
 )
 
+// manifest is the valid content of one manifest file.
+type manifest struct {
+	// tiers are the tiers of this node, defaulted and validated.
+	tiers []v1alpha1.ReplicaTier
+	// otherNodes holds the spec.nodeName of every document of another node,
+	// in document order; a name that is not a valid node name is
+	// invalidNodeName.
+	otherNodes []string
+}
+
+// invalidNodeName stands for a spec.nodeName of another node that is not a
+// valid node name: documents of other nodes are not validated, and their
+// names are reported in logs.
+const invalidNodeName = "(invalid node name)"
+
 // parseManifest decodes every ReplicaTier document of one multi-document
 // YAML file, keeps those whose spec.nodeName is node, and defaults and
 // validates them with v1alpha1.Default and v1alpha1.Validate. Any problem in
 // any document rejects the whole file with an error wrapping
 // ErrInvalidManifest; documents of other nodes are decoded but not
-// validated. Empty documents are skipped.
-func parseManifest(data []byte, node string) ([]v1alpha1.ReplicaTier, error) {
+// validated, and their node names are returned. Empty documents are
+// skipped.
+func parseManifest(data []byte, node string) (manifest, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var tiers []v1alpha1.ReplicaTier
+	var m manifest
 	seen := map[string]bool{}
 	for doc := 0; ; doc++ {
 		raw, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			return tiers, nil
+			return m, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
+			return manifest{}, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
 		}
 		if doc >= MaxDocuments {
-			return nil, fmt.Errorf("%w: more than %d documents", ErrInvalidManifest, MaxDocuments)
+			return manifest{}, fmt.Errorf("%w: more than %d documents", ErrInvalidManifest, MaxDocuments)
 		}
 		if isEmptyDocument(raw) {
 			continue
 		}
 		var t v1alpha1.ReplicaTier
 		if err := yaml.UnmarshalStrict(raw, &t); err != nil {
-			return nil, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
+			return manifest{}, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
 		}
 		if t.APIVersion != v1alpha1.GroupVersion.String() || t.Kind != "ReplicaTier" {
-			return nil, fmt.Errorf("%w: document %d: want apiVersion %s and kind ReplicaTier",
+			return manifest{}, fmt.Errorf("%w: document %d: want apiVersion %s and kind ReplicaTier",
 				ErrInvalidManifest, doc, v1alpha1.GroupVersion.String())
 		}
 		if t.Namespace == "" {
 			t.Namespace = defaultNamespace
 		}
 		if err := validateName(t.Namespace, t.Name); err != nil {
-			return nil, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
+			return manifest{}, fmt.Errorf("%w: document %d: %w", ErrInvalidManifest, doc, err)
 		}
 		key := t.Namespace + "/" + t.Name
 		if seen[key] {
-			return nil, fmt.Errorf("%w: document %d: tier %s is declared twice", ErrInvalidManifest, doc, key)
+			return manifest{}, fmt.Errorf("%w: document %d: tier %s is declared twice", ErrInvalidManifest, doc, key)
 		}
 		seen[key] = true
 		if t.Spec.NodeName != node {
+			other := t.Spec.NodeName
+			if len(utilvalidation.IsDNS1123Subdomain(other)) > 0 {
+				other = invalidNodeName
+			}
+			m.otherNodes = append(m.otherNodes, other)
 			continue
 		}
 		v1alpha1.Default(&t)
 		if errs := v1alpha1.Validate(&t); len(errs) > 0 {
-			return nil, fmt.Errorf("%w: document %d (%s): %s", ErrInvalidManifest, doc, key, describe(errs))
+			return manifest{}, fmt.Errorf("%w: document %d (%s): %s", ErrInvalidManifest, doc, key, describe(errs))
 		}
 		t.Status = v1alpha1.ReplicaTierStatus{}
-		tiers = append(tiers, t)
+		m.tiers = append(m.tiers, t)
 	}
 }
 

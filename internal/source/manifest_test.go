@@ -108,7 +108,7 @@ func TestParseManifest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			tiers, err := parseManifest([]byte(tt.data), "gpu-node-1")
+			m, err := parseManifest([]byte(tt.data), "gpu-node-1")
 			if tt.wantError != "" {
 				if !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), tt.wantError) {
 					t.Fatalf("err = %v, want ErrInvalidManifest containing %q", err, tt.wantError)
@@ -119,7 +119,7 @@ func TestParseManifest(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 			var keys []string
-			for _, tier := range tiers {
+			for _, tier := range m.tiers {
 				keys = append(keys, tier.Namespace+"/"+tier.Name)
 			}
 			if strings.Join(keys, ",") != strings.Join(tt.wantKeys, ",") {
@@ -130,7 +130,8 @@ func TestParseManifest(t *testing.T) {
 }
 
 func TestParseManifestDefaultsAndIntent(t *testing.T) {
-	tiers, err := parseManifest([]byte(tierDoc), "gpu-node-1")
+	m, err := parseManifest([]byte(tierDoc), "gpu-node-1")
+	tiers := m.tiers
 	if err != nil || len(tiers) != 1 {
 		t.Fatalf("parseManifest = %v, %v", tiers, err)
 	}
@@ -146,7 +147,8 @@ func TestParseManifestDefaultsAndIntent(t *testing.T) {
 		t.Errorf("quiesce = %+v, want gpu1 quiesced", s.Quiesce)
 	}
 	explicit := strings.Replace(tierDoc, "  quiesce:", "  upstream: {responseHeaderTimeout: 5s, idleTimeout: 2s}\n  quiesce:", 1)
-	tiers, err = parseManifest([]byte(explicit), "gpu-node-1")
+	m, err = parseManifest([]byte(explicit), "gpu-node-1")
+	tiers = m.tiers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,8 @@ func TestParseManifestDefaultsAndIntent(t *testing.T) {
 // written, and that a tier without one gets none: no default invents a
 // queue.
 func TestParseManifestQueue(t *testing.T) {
-	tiers, err := parseManifest([]byte(tierDoc), "gpu-node-1")
+	m, err := parseManifest([]byte(tierDoc), "gpu-node-1")
+	tiers := m.tiers
 	if err != nil || len(tiers) != 1 {
 		t.Fatalf("parseManifest = %v, %v", tiers, err)
 	}
@@ -167,7 +170,8 @@ func TestParseManifestQueue(t *testing.T) {
 		t.Fatalf("a tier without spec.queue has queue %+v", q)
 	}
 	withQueue := tierDoc + "  queue: {maxRequests: 64, maxWait: 1m30s, maxRequestsPerTenant: 16}\n"
-	tiers, err = parseManifest([]byte(withQueue), "gpu-node-1")
+	m, err = parseManifest([]byte(withQueue), "gpu-node-1")
+	tiers = m.tiers
 	if err != nil || len(tiers) != 1 {
 		t.Fatalf("parseManifest = %v, %v", tiers, err)
 	}

@@ -22,6 +22,25 @@ type Snapshot struct {
 	// Errors are the files whose current content is invalid, sorted by File.
 	// The tiers such a file held before it turned invalid stay in Tiers.
 	Errors []FileError
+	// Files is the number of manifest files the files source read, valid or
+	// not; zero for the kube source.
+	Files int
+	// OtherNodes counts the tiers read for other nodes, which are skipped.
+	// The kube source asks the API server for this node's tiers only, so it
+	// reports none.
+	OtherNodes OtherNodes
+}
+
+// OtherNodes counts the tiers of a snapshot's manifests that name another
+// node in spec.nodeName.
+type OtherNodes struct {
+	// Tiers is the number of such tiers, in the current (or, for an invalid
+	// file, last good) content of every file.
+	Tiers int
+	// Nodes are the distinct node names they name, sorted, at most
+	// MaxReportedNodes of them. A name that is not a valid node name is
+	// reported as "(invalid node name)".
+	Nodes []string
 }
 
 // Tier is one ReplicaTier as the router applies it.
@@ -85,6 +104,10 @@ type FileError struct {
 	// Message says what is wrong, by document index and field path. It never
 	// quotes field values.
 	Message string
+	// KeepsLastGood reports whether the tiers of the file's last valid
+	// content stay in Tiers; false when the file was never valid (or is
+	// ignored for MaxMembers), so none of its tiers is served.
+	KeepsLastGood bool
 }
 
 // build combines the last good tiers of every file, in file name order, into

@@ -28,7 +28,8 @@ func TestParseManifestTable(t *testing.T) {
 			}
 			// The manifest's own node: a document of another node is not
 			// validated, and one row empties the node name.
-			tiers, err := parseManifest(data, obj.Spec.NodeName)
+			m, err := parseManifest(data, obj.Spec.NodeName)
+			tiers := m.tiers
 			if len(row.WantErrors) == 0 {
 				if err != nil || len(tiers) != 1 {
 					t.Fatalf("valid manifest: %d tiers, %v", len(tiers), err)

@@ -125,6 +125,7 @@ var _ = Describe("rendered manifests (kustomize build config/default)", func() {
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"},
 		}}))
 		Expect(flagValue(ctr.Args, "tiers-dir")).To(BeEmpty(), "the DaemonSet runs the kube source")
+		Expect(ctr.Args).To(ContainElement("--ready-without-tiers"), "a node without tiers must not block a rollout")
 
 		// Probes on the admin port, given by number: no port is declared,
 		// since with hostNetwork a declared port is a host port, which would

@@ -259,7 +259,8 @@ func TestTemplateAllOptions(t *testing.T) {
 		if r.Image != "registry.example.com/sluice-router:v9.9.8" || r.ImagePullPolicy != corev1.PullAlways {
 			t.Errorf("image %s, pull policy %s", r.Image, r.ImagePullPolicy)
 		}
-		for _, want := range []string{"--listen=:8000", "--admin-listen=:9000", "--shutdown-grace=3s", "--shutdown-timeout=20s", "--log-level=DEBUG"} {
+		for _, want := range []string{"--listen=:8000", "--admin-listen=:9000", "--shutdown-grace=3s", "--shutdown-timeout=20s", "--log-level=DEBUG",
+			"--ready-without-tiers"} { // a node without tiers must not block a rollout.
 			if !slices.Contains(r.Args, want) {
 				t.Errorf("router args %q lack %s", r.Args, want)
 			}

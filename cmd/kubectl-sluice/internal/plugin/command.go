@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -34,14 +36,26 @@ const (
 	dryRunServer = "server"
 )
 
+// ErrNoKubeconfig is returned, before anything is contacted, when no
+// Kubernetes configuration is found: client-go would otherwise fall back to
+// http://localhost:8080, which on a GPU node is a sluice router's front
+// door.
+var ErrNoKubeconfig = errors.New("no Kubernetes configuration: set KUBECONFIG or --kubeconfig, " +
+	"create ~/.kube/config, pass --server, or run in a pod with a service account")
+
 // connectFunc builds the API client and returns the namespace to use.
 type connectFunc func() (client.WithWatch, string, error)
 
 // NewCommand returns the kubectl-sluice command tree, writing to streams.
-// Clients are built from kubectl's standard kubeconfig flags.
+// Clients are built from kubectl's standard kubeconfig flags; without a
+// kubeconfig, --server or an in-cluster service account every verb that
+// needs the API server fails with ErrNoKubeconfig.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	connect := func() (client.WithWatch, string, error) {
+		if err := requireConfig(flags); err != nil {
+			return nil, "", err
+		}
 		cfg, err := flags.ToRESTConfig()
 		if err != nil {
 			return nil, "", err
@@ -59,6 +73,27 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root := newCommand(streams, connect)
 	flags.AddFlags(root.PersistentFlags())
 	return root
+}
+
+// requireConfig returns ErrNoKubeconfig unless flags lead to a Kubernetes
+// configuration: a kubeconfig with content (--kubeconfig, $KUBECONFIG or
+// ~/.kube/config), an explicit --server, or the in-cluster service
+// account. A kubeconfig that cannot be read returns its own error.
+func requireConfig(flags *genericclioptions.ConfigFlags) error {
+	if flags.APIServer != nil && *flags.APIServer != "" {
+		return nil
+	}
+	raw, err := flags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return err
+	}
+	if !clientcmdapi.IsConfigEmpty(&raw) {
+		return nil
+	}
+	if _, err := rest.InClusterConfig(); err == nil {
+		return nil
+	}
+	return ErrNoKubeconfig
 }
 
 // newScheme returns a scheme knowing the ReplicaTier types.
