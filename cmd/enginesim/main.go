@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/enginesim"
-	"github.com/sluice-dev/sluice/internal/version"
 )
 
 const (
@@ -31,36 +29,39 @@ const (
 	shutdownGrace = 10 * time.Second
 )
 
+// help is the program's help besides its flags.
+var help = cmdline.Help{
+	Name:     "enginesim",
+	Synopsis: "[flags]",
+	Summary: "enginesim serves an OpenAI-compatible inference API with simulated latencies, slots and\n" +
+		"engine metrics (vLLM, SGLang, llama.cpp or TGI dialect), for sluice's tests, demo and benchmarks (docs/ENGINESIM.md).",
+	Examples: []cmdline.Example{
+		{Comment: "an engine on 127.0.0.1:8001 serving one model", Command: "enginesim --listen 127.0.0.1:8001 --model meta-llama/Llama-3.1-8B-Instruct"},
+		{Comment: "a busy SGLang-flavored engine: 6 of its 8 slots held by load the router cannot see", Command: "enginesim --flavor sglang --max-num-seqs 8 --hidden-load 6"},
+	},
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run parses args, serves until SIGTERM or SIGINT and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("enginesim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cmdline.New(help)
+	fs := cmd.Flags
 	cfg := enginesim.DefaultConfig()
 	cfg.RegisterFlags(fs)
 	listen := fs.String("listen", defaultListen, "listen address")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	level := slog.LevelInfo
+	cmd.LogLevel(&level)
 	requestLog := fs.String("request-log", "", "append one JSON line per inference request to this file (docs/ENGINESIM.md#request-log)")
-	showVersion := fs.Bool("version", false, "print the version and revision and exit")
 	loadTime := fs.Duration("load-time", 0, "wait this long before listening, as an engine loads its model (docs/ENGINESIM.md)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := cmd.Parse(args, stdout, stderr); err != nil {
+		return cmdline.Report(help.Name, err, stderr)
 	}
 	if *loadTime < 0 || *loadTime > enginesim.MaxSimDuration {
-		_, _ = fmt.Fprintf(stderr, "enginesim: --load-time must be within 0..%v, got %v\n", enginesim.MaxSimDuration, *loadTime)
-		return 2
-	}
-	if *showVersion {
-		_, _ = fmt.Fprintln(stdout, version.String("enginesim"))
-		return 0
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		_, _ = fmt.Fprintf(stderr, "enginesim: invalid --log-level %q\n", *logLevel)
-		return 2
+		err := cmdline.Usagef("--load-time must be within 0..%v, got %v", enginesim.MaxSimDuration, *loadTime)
+		return cmdline.Report(help.Name, err, stderr)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 

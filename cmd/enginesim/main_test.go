@@ -28,7 +28,7 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined"},
 		{"unknown flavor", []string{"--flavor=triton"}, "unknown metrics flavor"},
 		{"invalid config", []string{"--hidden-load=16", "--max-num-seqs=16"}, "hidden-load"},
-		{"invalid log level", []string{"--log-level=loud"}, "invalid --log-level"},
+		{"invalid log level", []string{"--log-level=loud"}, "is not a log level"},
 		{"negative load time", []string{"--load-time=-1s"}, "--load-time must be within 0..10m0s"},
 		{"load time out of bounds", []string{"--load-time=11m"}, "--load-time must be within 0..10m0s"},
 		{"unusable listen address", []string{"--listen=256.0.0.1:1"}, "listen failed"},

@@ -12,7 +12,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,8 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/qualify"
-	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // Exit statuses.
@@ -43,6 +42,21 @@ const (
 // defaultRouterURL is the router's front door on its node (hostNetwork,
 // --listen :8080).
 const defaultRouterURL = "http://127.0.0.1:8080"
+
+// help is the program's help besides its flags.
+var help = cmdline.Help{
+	Name:     "sluice-qualify",
+	Synopsis: "--tier NAMESPACE/NAME (--plan | --execute) [flags]",
+	Summary: "sluice-qualify qualifies one ReplicaTier on its node before it takes production traffic\n" +
+		"(docs/QUALIFICATION.md): --plan prints every step and changes nothing, --execute runs them\n" +
+		"and writes the report. It never promotes. Exit status: 0 plan printed or verdict pass,\n" +
+		"1 verdict fail, 2 usage or setup error (nothing was changed).",
+	Examples: []cmdline.Example{
+		{Comment: "print the steps; nothing changes", Command: "sluice-qualify --tier inference/llama-70b --plan"},
+		{Comment: "run them with the router's key and admin token", Command: "sluice-qualify --tier inference/llama-70b --execute " +
+			"--api-keys-file /etc/sluice/api-keys/keys --admin-token-file /etc/sluice/admin-token/token --router-admin-url http://127.0.0.1:9090"},
+	},
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,12 +90,12 @@ func connect(kubeconfig string) (client.WithWatch, error) {
 
 // run is the command without the process: it returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, connect connectFunc) int {
-	fs := flag.NewFlagSet("sluice-qualify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cmdline.New(help)
+	fs := cmd.Flags
 	var (
 		o                            qualify.Options
 		tier, kubeconfig             string
-		adminTokenFile, apiKeyFile   string
+		adminTokenFile, apiKeysFile  string
 		plan, execute                bool
 		duration, sustain, drainWait time.Duration
 	)
@@ -90,7 +104,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, connect c
 	fs.StringVar(&o.RouterURL, "router-url", defaultRouterURL, "the router's front door on this node")
 	fs.StringVar(&o.AdminURL, "router-admin-url", "", "the router's admin listener, for its decision summary (optional)")
 	fs.StringVar(&adminTokenFile, "admin-token-file", "", "file holding the admin listener's bearer token")
-	fs.StringVar(&apiKeyFile, "api-key-file", "", "file holding the front door's bearer API key")
+	fs.StringVar(&apiKeysFile, "api-keys-file", "", "file of the front door's bearer API keys, as the router's --api-keys-file; the first key is used")
+	cmd.Alias("api-key-file", "api-keys-file")
 	fs.DurationVar(&duration, "duration", qualify.DefaultDuration, "length of the direct and of the routed phase")
 	fs.DurationVar(&sustain, "sustain", qualify.DefaultSustain, "length of the routed phase with the drain")
 	fs.DurationVar(&drainWait, "drain-timeout", qualify.DefaultDrainTimeout, "how long the drained member may take to reach Drained")
@@ -100,27 +115,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, connect c
 	fs.StringVar(&o.OutDir, "out", "", "directory for report.json, chart.svg and summary.txt (default qualification-NAMESPACE-NAME)")
 	fs.BoolVar(&plan, "plan", false, "print every step and change nothing")
 	fs.BoolVar(&execute, "execute", false, "run the qualification")
-	showVersion := fs.Bool("version", false, "print the version and revision and exit")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if err := cmd.Parse(args, stdout, stderr); err != nil {
+		return cmdline.Report(help.Name, err, stderr)
 	}
-	if *showVersion {
-		_, _ = fmt.Fprintln(stdout, version.String("sluice-qualify"))
-		return 0
-	}
+	// usage reports an error of setup (nothing was changed) with the
+	// usage status.
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "sluice-qualify: "+format+"\n", a...)
 		return exitUsage
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usage("unexpected arguments %q", fs.Args())
+		return cmdline.Report(help.Name, cmdline.Usagef("unexpected arguments %q", fs.Args()), stderr)
 	case plan == execute:
-		return usage("give exactly one of --plan (print the steps, change nothing) or --execute (run them)")
+		return cmdline.Report(help.Name, cmdline.Usagef("give exactly one of --plan (print the steps, change nothing) or --execute (run them)"), stderr)
 	}
 	ns, name, ok := strings.Cut(tier, "/")
 	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return usage("--tier must be namespace/name, got %q", tier)
+		return cmdline.Report(help.Name, cmdline.Usagef("--tier must be namespace/name, got %q", tier), stderr)
 	}
 	o.Namespace, o.Name = ns, name
 	o.Duration, o.Sustain, o.DrainTimeout = duration, sustain, drainWait
@@ -131,8 +143,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, connect c
 	if o.AdminToken, err = readSecret(adminTokenFile); err != nil {
 		return usage("--admin-token-file: %v", err)
 	}
-	if o.APIKey, err = readSecret(apiKeyFile); err != nil {
-		return usage("--api-key-file: %v", err)
+	if o.APIKey, err = readSecret(apiKeysFile); err != nil {
+		return usage("--api-keys-file: %v", err)
 	}
 	if o.Client, err = connect(kubeconfig); err != nil {
 		return usage("no Kubernetes configuration: %v", err)

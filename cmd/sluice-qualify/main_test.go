@@ -73,6 +73,19 @@ func TestRun(t *testing.T) {
 		{"version", []string{"--version"}, noAPI, exitPass, version.String("sluice-qualify") + "\n", ""},
 		{"plan", []string{"--plan", "--tier", "inference/llama", "--admin-token-file", tokenFile, "--router-admin-url", "http://127.0.0.1:9090"},
 			connectTo(applied(false)), exitPass, "Nothing has been changed", ""},
+		{"help", []string{"--help"}, noAPI, exitPass, "Examples:\n", ""},
+		{"unknown flag", []string{"--plan", "--tier", "inference/llama", "--no-such-flag"}, connectTo(applied(false)), exitUsage, "",
+			"sluice-qualify: flag provided but not defined: -no-such-flag\nRun 'sluice-qualify --help' for usage.\n"},
+		{"missing key file", []string{"--plan", "--tier", "inference/llama", "--api-keys-file", "/nonexistent"}, connectTo(applied(false)),
+			exitUsage, "", "--api-keys-file"},
+		// The router's spelling, and the old one as a deprecated alias
+		// that still reads the file and says so once.
+		{"keys file", []string{"--plan", "--tier", "inference/llama", "--api-keys-file", tokenFile}, connectTo(applied(false)),
+			exitPass, "Nothing has been changed", ""},
+		{"deprecated key file", []string{"--plan", "--tier", "inference/llama", "--api-key-file", tokenFile}, connectTo(applied(false)),
+			exitPass, "Nothing has been changed", "sluice-qualify: --api-key-file is deprecated and will be removed in the next release; use --api-keys-file\n"},
+		{"deprecated key file read", []string{"--plan", "--tier", "inference/llama", "--api-key-file", "/nonexistent"}, connectTo(applied(false)),
+			exitUsage, "", "--api-keys-file: open /nonexistent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
