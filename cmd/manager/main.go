@@ -3,46 +3,99 @@
 package main
 
 import (
-	"flag"
-	"fmt"
+	"io"
+	"log/slog"
 	"os"
+
+	"go.uber.org/zap/zapcore"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/controller"
 	"github.com/sluice-dev/sluice/internal/managermetrics"
 	"github.com/sluice-dev/sluice/internal/version"
 )
 
-func main() {
-	var (
-		metrics     managermetrics.Flags
-		probeAddr   string
-		leaderElect bool
-		leaseNS     string
-	)
-	metrics.BindFlags(flag.CommandLine)
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect one active manager among replicas")
-	flag.StringVar(&leaseNS, "leader-election-namespace", "", "namespace of the leader election lease; empty means the pod's namespace")
-	showVersion := flag.Bool("version", false, "print the version and revision and exit")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	if *showVersion {
-		fmt.Println(version.String("manager"))
-		return
+// help is the manager's help besides its flags.
+var help = cmdline.Help{
+	Name:     "manager",
+	Synopsis: "[flags]",
+	Summary: "manager runs the ReplicaTier controller: it validates tiers and writes their admission\n" +
+		"intent and conditions to status. It reads the cluster from --kubeconfig, $KUBECONFIG, the\n" +
+		"in-cluster service account or ~/.kube/config (docs/KUBERNETES.md).",
+	Examples: []cmdline.Example{
+		{Comment: "against a local cluster, metrics over plain HTTP on loopback", Command: "manager --kubeconfig out/devcluster/kubeconfig --metrics-bind-address 127.0.0.1:8443 --metrics-secure=false"},
+		{Comment: "in the cluster, two replicas with one leader", Command: "manager --leader-elect --log-level debug"},
+	},
+}
+
+// options is the parsed command line.
+type options struct {
+	metrics     managermetrics.Flags
+	probeAddr   string
+	leaderElect bool
+	leaseNS     string
+	zap         zap.Options
+}
+
+// zapLevels maps each --log-level to controller-runtime's (zap's) level.
+var zapLevels = map[slog.Level]zapcore.Level{
+	slog.LevelDebug: zapcore.DebugLevel,
+	slog.LevelInfo:  zapcore.InfoLevel,
+	slog.LevelWarn:  zapcore.WarnLevel,
+	slog.LevelError: zapcore.ErrorLevel,
+}
+
+// parseFlags parses args (cmdline.Parse: help and version to stdout,
+// deprecation notes to stderr). --log-level sets the level; without it the
+// deprecated --zap-log-level (or --zap-devel's default) still does.
+func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
+	var o options
+	cmd := cmdline.New(help)
+	fs := cmd.Flags
+	// --kubeconfig, which ctrl.GetConfigOrDie reads.
+	config.RegisterFlags(fs)
+	o.metrics.BindFlags(fs)
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one active manager among replicas")
+	fs.StringVar(&o.leaseNS, "leader-election-namespace", "", "namespace of the leader election lease; empty means the pod's namespace")
+	level := slog.LevelInfo
+	cmd.LogLevel(&level)
+	o.zap.BindFlags(fs)
+	cmd.Deprecate(zapLogLevelFlag, cmdline.LogLevelFlag)
+	if err := cmd.Parse(args, stdout, stderr); err != nil {
+		return options{}, err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if fs.NArg() > 0 {
+		return options{}, cmdline.Usagef("unexpected arguments %q", fs.Args())
+	}
+	if cmd.IsSet(cmdline.LogLevelFlag) {
+		o.zap.Level = zapLevels[level]
+	}
+	return o, nil
+}
+
+// zapLogLevelFlag is controller-runtime's log level flag, a deprecated
+// alias of --log-level since sluice's programs share that one.
+const zapLogLevelFlag = "zap-log-level"
+
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil {
+		os.Exit(cmdline.Report(help.Name, err, os.Stderr))
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
-	metricsOpts, err := metrics.ServerOptions()
+	metricsOpts, err := o.metrics.ServerOptions()
 	if err != nil {
 		log.Error(err, "metrics flags")
 		os.Exit(1)
@@ -59,10 +112,10 @@ func main() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "manager.sluice.dev",
-		LeaderElectionNamespace: leaseNS,
+		LeaderElectionNamespace: o.leaseNS,
 	})
 	if err != nil {
 		log.Error(err, "create manager")

@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -26,12 +25,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 	"github.com/sluice-dev/sluice/internal/telemetry"
-	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // Defaults and bounds of the flags.
@@ -115,7 +114,6 @@ type config struct {
 	passEngineHeaders []string
 	tenantHeader      string
 	logLevel          slog.Level
-	showVersion       bool
 	readyWithoutTiers bool
 	strictManifests   bool
 	kube              kubeFlags
@@ -148,11 +146,25 @@ func (c *config) defaultListeners() {
 	}
 }
 
-// parseFlags parses args; errors are printed to out with the usage.
+// help is the router's help besides its flags.
+var help = cmdline.Help{
+	Name:     "router",
+	Synopsis: "--node-name NAME [--tiers-dir DIR] [flags]",
+	Summary: "router is sluice's per-node router: it serves the OpenAI-compatible front door and the admin\n" +
+		"API for the ReplicaTiers of its node, read from a directory of manifests (files mode, with\n" +
+		"--tiers-dir) or from the Kubernetes API (kube mode). docs/CONFIGURATION.md describes every flag.",
+	Examples: []cmdline.Example{
+		{Comment: "files mode on loopback: the sample tiers of node gpu-node-1, behind API keys", Command: "router --tiers-dir config/samples --node-name gpu-node-1 --api-keys-file keys.txt"},
+		{Comment: "kube mode, as the DaemonSet runs it", Command: "router --node-name \"$NODE_NAME\" --api-keys-file /etc/sluice/api-keys/keys --admin-token-file /etc/sluice/admin-token/token"},
+	},
+}
+
+// parseFlags parses args. Help and version lines are printed to out
+// (stdout); every other error is a usage error, returned.
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("router", flag.ContinueOnError)
-	fs.SetOutput(out)
+	cmd := cmdline.New(help)
+	fs := cmd.Flags
 	fs.StringVar(&c.tiersDir, "tiers-dir", "", "directory of ReplicaTier manifests (files mode); without it the router runs the kube source")
 	fs.DurationVar(&c.pollInterval, "tiers-poll-interval", source.DefaultPollInterval, "how often the manifest directory is reread")
 	fs.StringVar(&c.nodeName, "node-name", os.Getenv("NODE_NAME"), "this router's node; tiers of other nodes are ignored (default $NODE_NAME)")
@@ -179,21 +191,20 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		strings.Join(router.StrippedEngineHeaders(), ", ")+" (default none)")
 	fs.StringVar(&c.tenantHeader, "tenant-header", "", "request header whose value names an authenticated request's tenant, at its key's priority "+
 		"(behind the Gateway API Inference Extension: "+router.GatewayFairnessHeader+"); none means the key's tenant")
-	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
-	fs.BoolVar(&c.showVersion, "version", false, "print the version and revision and exit")
+	c.logLevel = slog.LevelInfo
+	cmd.LogLevel(&c.logLevel)
 	fs.BoolVar(&c.readyWithoutTiers, "ready-without-tiers", false,
 		"report ready on /readyz once the configuration is loaded even when it serves no tier (for a router started before its tiers exist)")
 	fs.BoolVar(&c.strictManifests, "strict-manifests", false,
 		"files mode: fail start when a manifest or a tier of this node is rejected (later reloads keep the last good configuration)")
 	c.kube.register(fs)
 	memberIdle := memberIdleTimeoutFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	// The router has no deprecated alias: nothing is printed but help and
+	// version, both to out.
+	if err := cmd.Parse(args, out, out); err != nil {
 		return config{}, err
 	}
 	c.memberIdleTimeout = *memberIdle
-	if c.showVersion {
-		return c, nil
-	}
 	headers, err := router.ParsePassEngineHeaders(*passHeaders)
 	if err != nil {
 		return config{}, fmt.Errorf("--pass-engine-headers: %w", err)
@@ -243,10 +254,7 @@ func main() {
 	err := run(drain, hurry, os.Args[1:], os.Stdout, os.Stderr, nil)
 	stop()
 	signal.Stop(sigs)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "router:", err)
-		os.Exit(1)
-	}
+	os.Exit(cmdline.Report(help.Name, err, os.Stderr))
 }
 
 // startedRouter is what run hands to its started callback (tests).
@@ -271,13 +279,13 @@ const keyReloadBuffer = 16
 // requests are cancelled and run returns (docs/ROUTER.md#8-shutdown).
 // started, when set (tests), is called once both listeners are up.
 func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, started func(startedRouter)) error {
-	cfg, err := parseFlags(args, stderr)
-	if err != nil {
-		return err
-	}
-	if cfg.showVersion {
-		_, err := fmt.Fprintln(stdout, version.String("router"))
-		return err
+	cfg, err := parseFlags(args, stdout)
+	switch {
+	case errors.Is(err, cmdline.ErrHelp), errors.Is(err, cmdline.ErrVersion):
+		return nil
+	case err != nil:
+		// Every error of the command line is a usage error.
+		return cmdline.Usagef("%w", err)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 

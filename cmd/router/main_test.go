@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/version"
 )
@@ -376,5 +378,24 @@ func TestVersion(t *testing.T) {
 	}
 	if got, want := out.String(), version.String("router")+"\n"; got != want {
 		t.Fatalf("--version printed %q, want %q", got, want)
+	}
+}
+
+// TestParseFlagsLogLevel: --log-level takes the four levels in any case
+// (the router's uppercase spelling included), and the command line's
+// errors, a bad level among them, are usage errors (exit status 2).
+func TestParseFlagsLogLevel(t *testing.T) {
+	base := []string{"--tiers-dir", "d", "--node-name", "n"}
+	for in, want := range map[string]slog.Level{"DEBUG": slog.LevelDebug, "debug": slog.LevelDebug, "Warn": slog.LevelWarn, "error": slog.LevelError} {
+		if c, err := parseFlags(append(base, "--log-level", in), io.Discard); err != nil || c.logLevel != want {
+			t.Errorf("--log-level %s: %v, %v; want %v", in, c.logLevel, err, want)
+		}
+	}
+	for _, args := range [][]string{append(base, "--log-level", "loud"), append(base, "--no-such-flag"), {"--tiers-dir", "d"}} {
+		t.Setenv("NODE_NAME", "")
+		err := run(context.Background(), context.Background(), args, io.Discard, io.Discard, nil)
+		if !errors.Is(err, cmdline.ErrUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
 	}
 }
