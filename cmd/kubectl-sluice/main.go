@@ -15,7 +15,5 @@ import (
 
 func main() {
 	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
-	}
+	os.Exit(plugin.Execute(cmd))
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/transition"
 	"github.com/sluice-dev/sluice/internal/version"
 )
@@ -121,18 +122,70 @@ func newCommand(streams genericiooptions.IOStreams, connect connectFunc) *cobra.
 		Long: "kubectl sluice reads a ReplicaTier's status as the router on its node reports it,\n" +
 			"quiesces, readmits or drains a tier or one member by patching spec.quiesce, and\n" +
 			"summarizes a router's decision log files.",
+		Example: "  # a tier's members, their readiness, phase and quiesce intent\n" +
+			"  kubectl sluice status llama-70b -n inference\n" +
+			"  # take one member out for maintenance, then wait until it holds no request\n" +
+			"  kubectl sluice drain llama-70b --member gpu1 -n inference",
 		Version:           version.Version(),
 		SilenceUsage:      true,
+		SilenceErrors:     true, // Execute prints them, with the exit status they get.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
+	// --version without cobra's -v shorthand: kubectl's -v is its verbosity.
+	root.Flags().Bool("version", false, "print the version and revision and exit")
 	root.SetVersionTemplate(version.String("kubectl-sluice") + "\n")
-	root.SetErrPrefix("error:")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdline.Usagef("%w", err) })
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	root.PersistentFlags().StringVarP(&c.output, "output", "o", outputTable, "output format: table or json")
 	root.AddCommand(c.statusCommand(), c.quiesceCommand(), c.readmitCommand(), c.drainCommand(), c.decisionsCommand(), c.mcpCommand())
+	markFailures(root)
 	return root
+}
+
+// Execute runs the command tree and returns the process's exit status:
+// 0, 1 when a command failed (after printing "error: ..."), 2 for a usage
+// error (an unknown command or flag, a bad flag value, a missing or extra
+// argument), printed with a hint to run --help.
+func Execute(root *cobra.Command) int {
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return cmdline.ExitOK
+	}
+	var f failure
+	if errors.As(err, &f) {
+		fmt.Fprintln(root.ErrOrStderr(), "error:", f.err)
+		return cmdline.ExitFailure
+	}
+	fmt.Fprintf(root.ErrOrStderr(), "error: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+	return cmdline.ExitUsage
+}
+
+// failure is the error of a command that ran: anything else cobra returns
+// (flags, arguments, unknown commands) is a usage error.
+type failure struct{ err error }
+
+func (f failure) Error() string { return f.err.Error() }
+
+// Unwrap returns the command's error.
+func (f failure) Unwrap() error { return f.err }
+
+// markFailures makes every command's errors failures, except the usage
+// errors a command finds in its flags' values (cmdline.Usagef).
+func markFailures(cmd *cobra.Command) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			if err == nil || errors.Is(err, cmdline.ErrUsage) {
+				return err
+			}
+			return failure{err}
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markFailures(sub)
+	}
 }
 
 // tierArg accepts exactly one TIER argument, with a message that says a
@@ -142,20 +195,20 @@ func tierArg(cmd *cobra.Command, args []string) error {
 	case len(args) == 1:
 		return nil
 	case len(args) == 0 && cmd.Flags().Changed("member"):
-		return errors.New("--member needs its TIER: kubectl sluice " + cmd.Name() + " TIER --member ID")
+		return cmdline.Usagef("--member needs its TIER: kubectl sluice %s TIER --member ID", cmd.Name())
 	case len(args) == 0:
-		return errors.New("a TIER argument is required")
+		return cmdline.Usagef("a TIER argument is required")
 	}
-	return fmt.Errorf("exactly one TIER argument is allowed, got %d", len(args))
+	return cmdline.Usagef("exactly one TIER argument is allowed, got %d", len(args))
 }
 
 // setup checks the output flag and connects.
 func (c *cli) setup(dryRun string) (*transition.Client, error) {
 	if c.output != outputTable && c.output != outputJSON {
-		return nil, fmt.Errorf("--output must be %s or %s", outputTable, outputJSON)
+		return nil, cmdline.Usagef("--output must be %s or %s", outputTable, outputJSON)
 	}
 	if dryRun != dryRunNone && dryRun != dryRunServer {
-		return nil, fmt.Errorf("--dry-run must be %s or %s", dryRunNone, dryRunServer)
+		return nil, cmdline.Usagef("--dry-run must be %s or %s", dryRunNone, dryRunServer)
 	}
 	cl, ns, err := c.connect()
 	if err != nil {
@@ -169,7 +222,9 @@ func (c *cli) statusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status TIER [--member ID]",
 		Short: "Show a tier's acceptance, router generation, and each member's readiness, phase and quiesce intent",
-		Args:  tierArg,
+		Example: "  kubectl sluice status llama-70b -n inference\n" +
+			"  kubectl sluice status llama-70b --member gpu1 -o json",
+		Args: tierArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tc, err := c.setup(dryRunNone)
 			if err != nil {
@@ -196,7 +251,9 @@ func (c *cli) quiesceCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quiesce TIER [--member ID] --reason R",
 		Short: "Stop admitting new requests to a tier or one member; requests in flight finish",
-		Args:  tierArg,
+		Example: "  kubectl sluice quiesce llama-70b --member gpu1 --reason maintenance\n" +
+			"  kubectl sluice quiesce llama-70b --reason rollout --dry-run server",
+		Args: tierArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tc, err := c.setup(dryRun)
 			if err != nil {
@@ -219,9 +276,10 @@ func (c *cli) quiesceCommand() *cobra.Command {
 func (c *cli) readmitCommand() *cobra.Command {
 	var member, dryRun string
 	cmd := &cobra.Command{
-		Use:   "readmit TIER [--member ID]",
-		Short: "Admit new requests again to a tier or one member; the other scope's intent is untouched",
-		Args:  tierArg,
+		Use:     "readmit TIER [--member ID]",
+		Short:   "Admit new requests again to a tier or one member; the other scope's intent is untouched",
+		Example: "  kubectl sluice readmit llama-70b --member gpu1",
+		Args:    tierArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tc, err := c.setup(dryRun)
 			if err != nil {
@@ -248,10 +306,11 @@ func (c *cli) drainCommand() *cobra.Command {
 		Long: "drain quiesces the scope with reason \"" + transition.DefaultDrainReason + "\" unless it is already quiesced, then\n" +
 			"watches the tier until the router on its node applies the current generation and reports\n" +
 			"every member of the scope Drained (no request in flight). It never cancels a request.",
-		Args: tierArg,
+		Example: "  kubectl sluice drain llama-70b --member gpu1 --timeout 10m",
+		Args:    tierArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout <= 0 {
-				return errors.New("--timeout must be positive")
+				return cmdline.Usagef("--timeout must be positive")
 			}
 			tc, err := c.setup(dryRun)
 			if err != nil {
@@ -270,4 +329,14 @@ func (c *cli) drainCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "timeout", DefaultDrainTimeout, "how long to wait for the scope to drain")
 	cmd.Flags().StringVar(&dryRun, "dry-run", dryRunNone, "server: send the quiesce as a server-side dry run and do not wait")
 	return cmd
+}
+
+// usageArgs makes the errors of a cobra argument check usage errors.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return cmdline.Usagef("%w", err)
+		}
+		return nil
+	}
 }

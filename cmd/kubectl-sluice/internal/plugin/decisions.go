@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/printers"
 
+	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/evidence"
 )
 
@@ -21,8 +22,9 @@ const stdinName = "-"
 
 func (c *cli) decisionsCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "decisions",
-		Short: "Read a router's decision log",
+		Use:     "decisions",
+		Short:   "Read a router's decision log",
+		Example: "  kubectl sluice decisions summarize decisions.jsonl",
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "summarize FILE...",
@@ -31,10 +33,13 @@ func (c *cli) decisionsCommand() *cobra.Command {
 			"GET /admin/v1/decisions/summary counts its in-memory ring: per outcome, tier, member,\n" +
 			"refusal reason, stream outcome and the winner's pressure freshness. A line that is not a\n" +
 			"valid record counts as invalid and is otherwise skipped. No cluster is contacted.",
-		Args: cobra.MinimumNArgs(1),
+		Example: "  # a router's --decision-log-file and its rotated previous file, together\n" +
+			"  kubectl sluice decisions summarize decisions.jsonl.1 decisions.jsonl\n" +
+			"  kubectl sluice decisions summarize - -o json < decisions.jsonl",
+		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if c.output != outputTable && c.output != outputJSON {
-				return fmt.Errorf("--output must be %s or %s", outputTable, outputJSON)
+				return cmdline.Usagef("--output must be %s or %s", outputTable, outputJSON)
 			}
 			s, err := c.summarize(args)
 			if err != nil {

@@ -26,7 +26,9 @@ func (c *cli) mcpCommand() *cobra.Command {
 			"flags (and so the RBAC) of the user. Its tools list tiers and show, quiesce, readmit or drain a tier\n" +
 			"or member through the same requests as the other commands. Logs go to stderr. It stops when the\n" +
 			"client closes stdin.",
-		Args: cobra.NoArgs,
+		Example: "  # an agent's MCP client configuration runs this, with the user's kubeconfig\n" +
+			"  kubectl sluice mcp -n inference",
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, ns, err := c.connect()
 			if err != nil {

@@ -282,3 +282,49 @@ func TestDrainTimesOutWithTheState(t *testing.T) {
 		t.Fatalf("patches %+v, want only the first drain's", p)
 	}
 }
+
+// TestExitStatus: help on stdout and 0; usage errors (kubectl's -v among
+// them: it is not version here) one line and a hint on stderr and 2; a
+// command that ran and failed 1, without the hint.
+func TestExitStatus(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		args             []string
+		want             int
+		stdout, stderr   string
+		stdoutMustBeNone bool
+	}{
+		{[]string{"--help"}, 0, "Examples:\n  # a tier's members", "", false},
+		{[]string{"status", "--help"}, 0, "Examples:\n  kubectl sluice status", "", false},
+		{[]string{"--version"}, 0, version.String("kubectl-sluice") + "\n", "", false},
+		{[]string{"-v"}, 2, "", "error: unknown shorthand flag: 'v' in -v\nRun 'kubectl-sluice --help' for usage.\n", true},
+		{[]string{"-v=4", "status", "llama"}, 2, "", "unknown shorthand flag: 'v'", true},
+		{[]string{"bogus"}, 2, "", "error: unknown command \"bogus\"", true},
+		{[]string{"status"}, 2, "", "error: a TIER argument is required\nRun 'kubectl-sluice status --help' for usage.\n", true},
+		{[]string{"status", "llama", "-o", "yaml"}, 2, "", "error: --output must be table or json\n", true},
+		{[]string{"quiesce", "llama"}, 2, "", `required flag(s) "reason" not set`, true},
+		{[]string{"drain", "llama", "--timeout", "0s"}, 2, "", "--timeout must be positive", true},
+		{[]string{"mcp", "extra"}, 2, "", "unknown command \"extra\"", true},
+		{[]string{"decisions", "summarize"}, 2, "", "requires at least 1 arg", true},
+		{[]string{"status", "nosuchtier"}, 1, "", "error: ", true},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			cmd := newCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+				func() (client.WithWatch, string, error) { return e.Client, tt.Namespace, nil })
+			cmd.SetArgs(tc.args)
+			if code := Execute(cmd); code != tc.want {
+				t.Errorf("exit status %d, want %d\nstdout: %s\nstderr: %s", code, tc.want, out.String(), errOut.String())
+			}
+			if !strings.Contains(out.String(), tc.stdout) || (tc.stdoutMustBeNone && out.Len() > 0) {
+				t.Errorf("stdout %q, want %q", out.String(), tc.stdout)
+			}
+			if !strings.Contains(errOut.String(), tc.stderr) || (tc.stderr == "" && errOut.Len() > 0) {
+				t.Errorf("stderr %q, want %q", errOut.String(), tc.stderr)
+			}
+			if hint := strings.Contains(errOut.String(), "--help' for usage"); hint != (tc.want == 2) {
+				t.Errorf("usage hint %v with status %d: %q", hint, tc.want, errOut.String())
+			}
+		})
+	}
+}
