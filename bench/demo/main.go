@@ -20,8 +20,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +27,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/cmdline"
 )
 
 // Defaults of the workload and the simulated engines, tuned so that one run
@@ -71,9 +71,9 @@ const (
 	// maxRequestTimeout bounds one demo request; a request of the demo
 	// takes a few seconds at most, so reaching it means something hung.
 	maxRequestTimeout = 60 * time.Second
-	// exitFailure and exitInterrupted are the exit codes besides 0.
+	// exitFailure and exitInterrupted are the exit codes besides 0 and
+	// a usage error's cmdline.ExitUsage.
 	exitFailure     = 1
-	exitUsage       = 2
 	exitInterrupted = 130
 )
 
@@ -96,11 +96,25 @@ type options struct {
 	itlPerSeq    time.Duration
 }
 
-// parseFlags parses args; errors are printed to out with the usage.
+// help is the demo's help besides its flags.
+var help = cmdline.Help{
+	Name:     "demo",
+	Synopsis: "[flags]",
+	Summary: "demo starts three enginesims and a router in files mode, drives the same workload through a\n" +
+		"RoundRobin and a Capacity tier, and prints each member's share, the engines' peak concurrency\n" +
+		"against the ceilings, and latencies (docs/DEMO.md). `make demo` runs it.",
+	Examples: []cmdline.Example{
+		{Comment: "what make demo runs, from the repository root", Command: "demo --bin bin --samples config/samples/demo --out out"},
+		{Comment: "a longer run at a higher rate", Command: "demo --bin bin --rate 20 --duration 60s"},
+	},
+}
+
+// parseFlags parses args: help and version are printed to out; every
+// error is a usage error, returned.
 func parseFlags(args []string, out io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(out)
+	cmd := cmdline.New(help)
+	fs := cmd.Flags
 	fs.StringVar(&o.binDir, "bin", "bin", "directory holding the router and enginesim binaries")
 	fs.StringVar(&o.samplesDir, "samples", filepath.Join("config", "samples", "demo"), "directory of the demo's ReplicaTier manifests")
 	fs.StringVar(&o.outDir, "out", "out", "output directory: the report, the chart and out/demo/ (logs, rewritten manifests)")
@@ -116,34 +130,30 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.ttftPerSeq, "ttft-per-seq", defaultTTFTPerSeq, "enginesim --ttft-per-seq")
 	fs.DurationVar(&o.itlBase, "itl-base", defaultITLBase, "enginesim --itl-base")
 	fs.DurationVar(&o.itlPerSeq, "itl-per-seq", defaultITLPerSeq, "enginesim --itl-per-seq")
-	if err := fs.Parse(args); err != nil {
+	if err := cmd.Parse(args, out, out); err != nil {
 		return options{}, err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return options{}, cmdline.Usagef("unexpected arguments %q", fs.Args())
 	case o.rate <= 0:
-		return options{}, errors.New("--rate must be positive")
+		return options{}, cmdline.Usagef("--rate must be positive")
 	case o.duration <= 0:
-		return options{}, errors.New("--duration must be positive")
+		return options{}, cmdline.Usagef("--duration must be positive")
 	case o.maxTokens < 1:
-		return options{}, errors.New("--max-tokens must be at least 1")
+		return options{}, cmdline.Usagef("--max-tokens must be at least 1")
 	case o.warmup < 1:
-		return options{}, errors.New("--warmup must be at least 1 (it warms the pressure cache)")
+		return options{}, cmdline.Usagef("--warmup must be at least 1 (it warms the pressure cache)")
 	case o.maxNumSeqs < 1 || o.hiddenLoad < 0 || o.hiddenLoad >= o.maxNumSeqs:
-		return options{}, errors.New("--hidden-load must be within 0..max-num-seqs-1")
+		return options{}, cmdline.Usagef("--hidden-load must be within 0..max-num-seqs-1")
 	}
 	return o, nil
 }
 
 func main() {
-	o, err := parseFlags(os.Args[1:], os.Stderr)
+	o, err := parseFlags(os.Args[1:], os.Stdout)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(exitUsage)
+		os.Exit(cmdline.Report(help.Name, err, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	start := time.Now()

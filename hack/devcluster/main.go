@@ -5,7 +5,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,17 +12,35 @@ import (
 	"syscall"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sluice-dev/sluice/internal/cmdline"
 )
 
+// help is the program's help besides its flags.
+var help = cmdline.Help{
+	Name:     "devcluster",
+	Synopsis: "[flags]",
+	Summary: "devcluster runs a local Kubernetes control plane (kube-apiserver and etcd, as `make envtest-bins`\n" +
+		"builds them) with the ReplicaTier CRD installed, writes an admin kubeconfig, and runs until\n" +
+		"interrupted. Point kubectl and the manager at the kubeconfig it prints.",
+	Examples: []cmdline.Example{
+		{Comment: "from the repository root, after make envtest-bins", Command: "devcluster --assets bin/k8s --write-kubeconfig out/devcluster/kubeconfig"},
+	},
+}
+
 func main() {
-	assets := flag.String("assets", "bin/k8s", "directory holding kube-apiserver and etcd")
-	crds := flag.String("crds", "config/crd/bases", "directory of CRDs to install")
-	kubeconfig := flag.String("write-kubeconfig", "out/devcluster/kubeconfig", "where to write the admin kubeconfig")
-	flag.Parse()
-	if err := run(*assets, *crds, *kubeconfig); err != nil {
-		fmt.Fprintln(os.Stderr, "devcluster:", err)
-		os.Exit(1)
+	cmd := cmdline.New(help)
+	assets := cmd.Flags.String("assets", "bin/k8s", "directory holding kube-apiserver and etcd")
+	crds := cmd.Flags.String("crds", "config/crd/bases", "directory of CRDs to install")
+	kubeconfig := cmd.Flags.String("write-kubeconfig", "out/devcluster/kubeconfig", "where to write the admin kubeconfig")
+	err := cmd.Parse(os.Args[1:], os.Stdout, os.Stderr)
+	if err == nil && cmd.Flags.NArg() > 0 {
+		err = cmdline.Usagef("unexpected arguments %q", cmd.Flags.Args())
 	}
+	if err == nil {
+		err = run(*assets, *crds, *kubeconfig)
+	}
+	os.Exit(cmdline.Report(help.Name, err, os.Stderr))
 }
 
 func run(assets, crds, kubeconfig string) error {
