@@ -59,7 +59,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := cmd.Parse(args, stdout, stderr); err != nil {
 		return cmdline.Report(help.Name, err, stderr)
 	}
-	if *loadTime < 0 || *loadTime > enginesim.MaxSimDuration {
+	switch {
+	case fs.NArg() > 0:
+		return cmdline.Report(help.Name, cmdline.Usagef("unexpected arguments %q", fs.Args()), stderr)
+	case *loadTime < 0 || *loadTime > enginesim.MaxSimDuration:
 		err := cmdline.Usagef("--load-time must be within 0..%v, got %v", enginesim.MaxSimDuration, *loadTime)
 		return cmdline.Report(help.Name, err, stderr)
 	}

@@ -26,6 +26,7 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined"},
+		{"stray argument", []string{"serve"}, "unexpected arguments [\"serve\"]\nRun 'enginesim --help' for usage."},
 		{"unknown flavor", []string{"--flavor=triton"}, "unknown metrics flavor"},
 		{"invalid config", []string{"--hidden-load=16", "--max-num-seqs=16"}, "hidden-load"},
 		{"invalid log level", []string{"--log-level=loud"}, "is not a log level"},

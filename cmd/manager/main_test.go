@@ -57,6 +57,10 @@ func TestParseFlagsUsage(t *testing.T) {
 		!strings.Contains(stdout.String(), "--zap-log-level value\n      deprecated: use --log-level") {
 		t.Errorf("--help: %v\n%s", err, stdout.String())
 	}
+	// controller-runtime's --kubeconfig, read by ctrl.GetConfigOrDie, is still a flag.
+	if _, err := parseFlags([]string{"--kubeconfig", "kubeconfig"}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Errorf("--kubeconfig: %v", err)
+	}
 	for _, args := range [][]string{{"--no-such-flag"}, {"--log-level", "loud"}, {"stray"}, {"--zap-log-level", "loud"}} {
 		if _, err := parseFlags(args, &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, cmdline.ErrUsage) {
 			t.Errorf("%v: %v, want a usage error", args, err)
