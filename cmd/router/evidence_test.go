@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +56,10 @@ func evidenceEngine(t *testing.T, probed chan<- struct{}) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// metricsPollInterval is how often TestRunEvidence reads /metrics while
+// the series it expects are still on their way.
+const metricsPollInterval = 10 * time.Millisecond
 
 // TestRunEvidence runs the command with a Capacity tier, a decision log
 // file and both tokens, sends requests through every input with markers
@@ -165,27 +168,12 @@ spec:
 		sent++
 	}
 
-	// Metrics: open, and the fetches of both members are counted. A
-	// request's outcome is recorded just after its client read the last
-	// byte, so the last request's may still be on its way.
-	var metrics string
-	for deadline := time.Now().Add(failSafe); ; runtime.Gosched() {
-		var status int
-		status, metrics = do(http.MethodGet, admin+"/metrics", "", http.Header{})
-		if status != http.StatusOK {
-			t.Fatalf("/metrics = %d", status)
-		}
-		if strings.Contains(metrics, `sluice_schedule_duration_seconds_count{tier="ns/llama"} 3`) &&
-			strings.Contains(metrics, `sluice_pressure_fetch_total{result="success"} `) &&
-			!strings.Contains(metrics, `sluice_pressure_fetch_total{result="success"} 0`) &&
-			!strings.Contains(metrics, `sluice_pressure_fetch_total{result="http_error"} 0`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the fetches were never counted:\n%s", metrics)
-		}
-	}
-	for _, want := range []string{
+	// Metrics: open, every series below present, and the fetches of both
+	// members counted. The series come as the router works: an outcome is
+	// recorded just after its client read the last byte, a member's
+	// pressure once its fetch completed; so /metrics is read until all are
+	// there, at most failSafe.
+	wants := []string{
 		`sluice_tier_active_requests{tier="ns/llama"} 0`,
 		`sluice_tier_max_concurrency{tier="ns/llama"} 8`,
 		`sluice_member_active_requests{member="gpu0",tier="ns/llama"} 0`,
@@ -213,9 +201,36 @@ spec:
 		`sluice_build_info{goversion="go`,
 		"\ngo_goroutines ",
 		"\nprocess_resident_memory_bytes ",
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s", want)
+	}
+	missing := func(metrics string) []string {
+		var out []string
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				out = append(out, want)
+			}
+		}
+		if !strings.Contains(metrics, `sluice_pressure_fetch_total{result="success"} `) ||
+			strings.Contains(metrics, `sluice_pressure_fetch_total{result="success"} 0`) ||
+			strings.Contains(metrics, `sluice_pressure_fetch_total{result="http_error"} 0`) {
+			out = append(out, "a counted success and http_error of the pressure fetches")
+		}
+		return out
+	}
+	var metrics string
+	poll := time.NewTicker(metricsPollInterval)
+	defer poll.Stop()
+	for deadline := time.Now().Add(failSafe); ; <-poll.C {
+		var status int
+		status, metrics = do(http.MethodGet, admin+"/metrics", "", http.Header{})
+		if status != http.StatusOK {
+			t.Fatalf("/metrics = %d", status)
+		}
+		lacks := missing(metrics)
+		if len(lacks) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %q:\n%s", lacks, metrics)
 		}
 	}
 
