@@ -45,6 +45,16 @@ func runPlugin(args ...string) (string, error) {
 	return errOut.String(), err
 }
 
+// executePlugin runs the plugin with args as the program does (Execute)
+// and returns what it printed on stderr and its exit status.
+func executePlugin(args ...string) (string, int) {
+	var out, errOut bytes.Buffer
+	cmd := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(args)
+	status := Execute(cmd)
+	return errOut.String(), status
+}
+
 // TestNoKubeconfig proves that without a kubeconfig, --server or an
 // in-cluster service account every verb that needs the API server fails
 // with ErrNoKubeconfig, naming KUBECONFIG and ~/.kube/config, instead of
@@ -66,7 +76,7 @@ func TestNoKubeconfig(t *testing.T) {
 			if tt.kubeconfig != "" {
 				t.Setenv("KUBECONFIG", filepath.Join(home, tt.kubeconfig))
 			}
-			stderr, err := runPlugin(tt.args...)
+			_, err := runPlugin(tt.args...)
 			if !errors.Is(err, ErrNoKubeconfig) {
 				t.Fatalf("err = %v, want ErrNoKubeconfig", err)
 			}
@@ -75,8 +85,9 @@ func TestNoKubeconfig(t *testing.T) {
 					t.Errorf("error %q does not name %s", err, want)
 				}
 			}
-			if !strings.HasPrefix(stderr, "error: no Kubernetes configuration") {
-				t.Errorf("stderr = %q, want the error", stderr)
+			// The program prints the error and fails (1: not a usage error).
+			if stderr, status := executePlugin(tt.args...); status != 1 || !strings.HasPrefix(stderr, "error: no Kubernetes configuration") {
+				t.Errorf("exit %d, stderr = %q, want 1 and the error", status, stderr)
 			}
 		})
 	}
