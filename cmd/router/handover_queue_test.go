@@ -91,6 +91,10 @@ func TestRunHandoverRefusesWaiters(t *testing.T) {
 	}
 	first.cancel()
 	first.stopped(t)
+	// Durations are logged in human units, as CONFIGURATION.md writes them.
+	if logs := first.logs.String(); !strings.Contains(logs, `"msg":"shutting down","grace":"2s","timeout":"10s"`) {
+		t.Errorf("the shutdown line does not give its durations in human units:\n%s", logs)
+	}
 	v := capacity(t, second.started.admin).Tiers[0]
 	if v.Active != 0 || v.Queue.Waiting != 0 {
 		t.Errorf("the second router holds %d leases and %d waiting, want none", v.Active, v.Queue.Waiting)

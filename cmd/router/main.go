@@ -287,7 +287,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 		// Every error of the command line is a usage error.
 		return cmdline.Usagef("%w", err)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel, ReplaceAttr: cmdline.HumanDurations}))
 
 	var keys, token *router.Keys
 	if cfg.apiKeysFile != "" {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/version"
 )
@@ -167,5 +168,18 @@ func TestReport(t *testing.T) {
 	cause := errors.New("cause")
 	if err := Usagef("wrapped: %w", cause); !errors.Is(err, cause) || !errors.Is(err, ErrUsage) {
 		t.Errorf("Usagef loses its cause: %v", err)
+	}
+}
+
+// TestHumanDurations: a JSON log line carries durations in human units,
+// and other values unchanged.
+func TestHumanDurations(t *testing.T) {
+	var b strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{ReplaceAttr: HumanDurations}))
+	logger.Info("shutting down", "grace", 5*time.Second, "timeout", 1500*time.Microsecond, "tiers", 3)
+	for _, want := range []string{`"grace":"5s"`, `"timeout":"1.5ms"`, `"tiers":3`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("line %s lacks %s", b.String(), want)
+		}
 	}
 }

@@ -57,3 +57,14 @@ func (c *Command) LogLevel(level *slog.Level) {
 }
 
 var _ flag.Value = logLevel{}
+
+// HumanDurations is a slog.HandlerOptions.ReplaceAttr that writes every
+// duration in human units ("5s", "1.2ms"), as time.Duration.String does,
+// instead of the JSON handler's integer nanoseconds: what a program logs
+// reads the same in JSON as in text, and as its documentation writes it.
+func HumanDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
