@@ -60,12 +60,16 @@ func TestRunHandoverRefusesWaiters(t *testing.T) {
 		_ = resp.Body.Close()
 		waiter <- reply{status: resp.StatusCode, body: string(b), retryAfter: resp.Header.Get("Retry-After")}
 	}()
-	deadline := time.Now().Add(failSafe)
+	poll := time.NewTicker(queuePollInterval)
+	defer poll.Stop()
+	deadline := time.NewTimer(failSafe)
+	defer deadline.Stop()
 	for capacity(t, first.started.admin).Tiers[0].Queue.Waiting != 1 {
-		if time.Now().After(deadline) {
+		select {
+		case <-poll.C:
+		case <-deadline.C:
 			t.Fatal("the request never waited in the first router's queue")
 		}
-		time.Sleep(queuePollInterval)
 	}
 	select {
 	case r := <-waiter:
