@@ -52,8 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg := enginesim.DefaultConfig()
 	cfg.RegisterFlags(fs)
 	listen := fs.String("listen", defaultListen, "listen address")
-	level := slog.LevelInfo
-	cmd.LogLevel(&level)
+	var logging cmdline.Logging
+	cmd.Logging(&logging)
 	requestLog := fs.String("request-log", "", "append one JSON line per inference request to this file (docs/ENGINESIM.md#request-log)")
 	loadTime := fs.Duration("load-time", 0, "wait this long before listening, as an engine loads its model (docs/ENGINESIM.md)")
 	if err := cmd.Parse(args, stdout, stderr); err != nil {
@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err := cmdline.Usagef("--load-time must be within 0..%v, got %v", enginesim.MaxSimDuration, *loadTime)
 		return cmdline.Report(help.Name, err, stderr)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := logging.Logger(stderr)
 
 	opts := []enginesim.Option{enginesim.WithLogger(logger)}
 	if *requestLog != "" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/startlines"
 	"github.com/sluice-dev/sluice/internal/version"
 )
 
@@ -79,7 +80,9 @@ func (w *lineWriter) String() string {
 // per inference request with its X-Request-Id, and that
 // --allow-fault-header lets a request choose a fault.
 func TestRunServesUntilSIGTERM(t *testing.T) {
-	w := &lineWriter{match: "msg=listening", found: make(chan string, 1)}
+	// The default format is JSON, which the demo, soak and tests read
+	// with startlines.
+	w := &lineWriter{match: `"msg":"listening"`, found: make(chan string, 1)}
 	code := make(chan int, 1)
 	logPath := t.TempDir() + "/requests.jsonl"
 	go func() {
@@ -95,11 +98,10 @@ func TestRunServesUntilSIGTERM(t *testing.T) {
 	case <-time.After(failsafe):
 		t.Fatal("no listening line")
 	}
-	_, addr, ok := strings.Cut(line, "addr=")
-	if !ok {
-		t.Fatalf("listening line without addr: %q", line)
+	var addr string
+	if !startlines.EngineAddr(&addr)([]byte(line)) {
+		t.Fatalf("startlines cannot read the listening line %q", line)
 	}
-	addr, _, _ = strings.Cut(addr, " ")
 
 	ctx, cancel := context.WithTimeout(context.Background(), failsafe)
 	defer cancel()
@@ -165,11 +167,13 @@ func TestVersion(t *testing.T) {
 
 // TestRunLoadsBeforeListening checks that --load-time keeps the engine from
 // listening while it loads, and that SIGTERM during the load ends it at
-// once with 0.
+// once with 0. It logs in --log-format text.
 func TestRunLoadsBeforeListening(t *testing.T) {
 	w := &lineWriter{match: "msg=\"loading the model\"", found: make(chan string, 1)}
 	code := make(chan int, 1)
-	go func() { code <- run([]string{"--listen=127.0.0.1:0", "--load-time=10m"}, io.Discard, w) }()
+	go func() {
+		code <- run([]string{"--listen=127.0.0.1:0", "--load-time=10m", "--log-format=text"}, io.Discard, w)
+	}()
 	select {
 	case <-w.found:
 	case c := <-code:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 
+	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,6 +46,8 @@ type options struct {
 	leaderElect bool
 	leaseNS     string
 	zap         zap.Options
+	// logging is --log-level and --log-format; zap applies them.
+	logging cmdline.Logging
 }
 
 // zapLevels maps each --log-level to controller-runtime's (zap's) level.
@@ -58,6 +61,8 @@ var zapLevels = map[slog.Level]zapcore.Level{
 // parseFlags parses args (cmdline.Parse: help and version to stdout,
 // deprecation notes to stderr). --log-level sets the level; without it the
 // deprecated --zap-log-level (or --zap-devel's default) still does.
+// --log-format sets the encoder; without it the deprecated --zap-encoder
+// (or --zap-devel's console) still does, and JSON is the default.
 func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	var o options
 	cmd := cmdline.New(help)
@@ -68,10 +73,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one active manager among replicas")
 	fs.StringVar(&o.leaseNS, "leader-election-namespace", "", "namespace of the leader election lease; empty means the pod's namespace")
-	level := slog.LevelInfo
-	cmd.LogLevel(&level)
+	cmd.Logging(&o.logging)
 	o.zap.BindFlags(fs)
 	cmd.Deprecate(zapLogLevelFlag, cmdline.LogLevelFlag)
+	cmd.Deprecate(zapEncoderFlag, cmdline.LogFormatFlag)
 	if err := cmd.Parse(args, stdout, stderr); err != nil {
 		return options{}, err
 	}
@@ -79,14 +84,47 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		return options{}, cmdline.Usagef("unexpected arguments %q", fs.Args())
 	}
 	if cmd.IsSet(cmdline.LogLevelFlag) {
-		o.zap.Level = zapLevels[level]
+		o.zap.Level = zapLevels[o.logging.Level]
 	}
+	if cmd.IsSet(cmdline.LogFormatFlag) {
+		o.zap.NewEncoder = zapEncoders[o.logging.Format]
+	}
+	// The keys and units of the other programs' log/slog lines: "time",
+	// "level" in capitals, "msg", durations as "5s".
+	o.zap.EncoderConfigOptions = append(o.zap.EncoderConfigOptions, func(c *zapcore.EncoderConfig) {
+		c.TimeKey, c.LevelKey, c.MessageKey = "time", "level", "msg"
+		c.EncodeLevel = zapcore.CapitalLevelEncoder
+		c.EncodeDuration = zapcore.StringDurationEncoder
+	})
 	return o, nil
+}
+
+// zapEncoders maps each --log-format to the zap encoder of the same
+// family.
+var zapEncoders = map[string]zap.NewEncoderFunc{
+	cmdline.LogJSON: func(opts ...zap.EncoderConfigOption) zapcore.Encoder {
+		c := uberzap.NewProductionEncoderConfig()
+		for _, opt := range opts {
+			opt(&c)
+		}
+		return zapcore.NewJSONEncoder(c)
+	},
+	cmdline.LogText: func(opts ...zap.EncoderConfigOption) zapcore.Encoder {
+		c := uberzap.NewDevelopmentEncoderConfig()
+		for _, opt := range opts {
+			opt(&c)
+		}
+		return zapcore.NewConsoleEncoder(c)
+	},
 }
 
 // zapLogLevelFlag is controller-runtime's log level flag, a deprecated
 // alias of --log-level since sluice's programs share that one.
 const zapLogLevelFlag = "zap-log-level"
+
+// zapEncoderFlag is controller-runtime's encoder flag, a deprecated alias of
+// --log-format.
+const zapEncoderFlag = "zap-encoder"
 
 func main() {
 	o, err := parseFlags(os.Args[1:], os.Stdout, os.Stderr)

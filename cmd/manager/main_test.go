@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zapcore"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sluice-dev/sluice/internal/cmdline"
 )
@@ -65,5 +67,42 @@ func TestParseFlagsUsage(t *testing.T) {
 		if _, err := parseFlags(args, &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, cmdline.ErrUsage) {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestManagerLogLines: the manager logs one JSON object a line by default
+// with the keys and units of the other programs ("time", "level" in
+// capitals, "msg", durations as "5s"); --log-format text and the deprecated
+// --zap-encoder console give the console encoder.
+func TestManagerLogLines(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		want     []string
+		wantNote bool
+	}{
+		{nil, []string{`"level":"INFO"`, `"msg":"reconciled"`, `"grace":"5s"`, `"time":"`}, false},
+		{[]string{"--log-format", "JSON"}, []string{`"level":"INFO"`, `"msg":"reconciled"`, `"grace":"5s"`}, false},
+		{[]string{"--log-format", "text"}, []string{"\tINFO\t", "\treconciled\t", `"grace": "5s"`}, false},
+		{[]string{"--zap-encoder", "console"}, []string{"\tINFO\t", "\treconciled\t"}, true},
+	} {
+		var stderr bytes.Buffer
+		o, err := parseFlags(tc.args, &bytes.Buffer{}, &stderr)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		var line bytes.Buffer
+		o.zap.DestWriter = &line
+		zap.New(zap.UseFlagOptions(&o.zap)).Info("reconciled", "grace", 5*time.Second)
+		for _, w := range tc.want {
+			if !strings.Contains(line.String(), w) {
+				t.Errorf("%v: line %q lacks %q", tc.args, line.String(), w)
+			}
+		}
+		if got := strings.Contains(stderr.String(), "--zap-encoder is deprecated"); got != tc.wantNote {
+			t.Errorf("%v: deprecation note %v, want %v (%q)", tc.args, got, tc.wantNote, stderr.String())
+		}
+	}
+	if _, err := parseFlags([]string{"--log-format", "console"}, &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, cmdline.ErrUsage) {
+		t.Errorf("--log-format console: %v, want a usage error", err)
 	}
 }

@@ -113,7 +113,7 @@ type config struct {
 	shutdownGrace     time.Duration
 	passEngineHeaders []string
 	tenantHeader      string
-	logLevel          slog.Level
+	logging           cmdline.Logging
 	readyWithoutTiers bool
 	strictManifests   bool
 	kube              kubeFlags
@@ -191,8 +191,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		strings.Join(router.StrippedEngineHeaders(), ", ")+" (default none)")
 	fs.StringVar(&c.tenantHeader, "tenant-header", "", "request header whose value names an authenticated request's tenant, at its key's priority "+
 		"(behind the Gateway API Inference Extension: "+router.GatewayFairnessHeader+"); none means the key's tenant")
-	c.logLevel = slog.LevelInfo
-	cmd.LogLevel(&c.logLevel)
+	cmd.Logging(&c.logging)
 	fs.BoolVar(&c.readyWithoutTiers, "ready-without-tiers", false,
 		"report ready on /readyz once the configuration is loaded even when it serves no tier (for a router started before its tiers exist)")
 	fs.BoolVar(&c.strictManifests, "strict-manifests", false,
@@ -287,7 +286,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 		// Every error of the command line is a usage error.
 		return cmdline.Usagef("%w", err)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel, ReplaceAttr: cmdline.HumanDurations}))
+	logger := cfg.logging.Logger(stderr)
 
 	var keys, token *router.Keys
 	if cfg.apiKeysFile != "" {

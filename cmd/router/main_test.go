@@ -387,11 +387,20 @@ func TestVersion(t *testing.T) {
 func TestParseFlagsLogLevel(t *testing.T) {
 	base := []string{"--tiers-dir", "d", "--node-name", "n"}
 	for in, want := range map[string]slog.Level{"DEBUG": slog.LevelDebug, "debug": slog.LevelDebug, "Warn": slog.LevelWarn, "error": slog.LevelError} {
-		if c, err := parseFlags(append(base, "--log-level", in), io.Discard); err != nil || c.logLevel != want {
-			t.Errorf("--log-level %s: %v, %v; want %v", in, c.logLevel, err, want)
+		if c, err := parseFlags(append(base, "--log-level", in), io.Discard); err != nil || c.logging.Level != want {
+			t.Errorf("--log-level %s: %v, %v; want %v", in, c.logging.Level, err, want)
 		}
 	}
-	for _, args := range [][]string{append(base, "--log-level", "loud"), append(base, "--no-such-flag"), {"--tiers-dir", "d"}} {
+	for in, want := range map[string]string{"": cmdline.LogJSON, "text": cmdline.LogText, "JSON": cmdline.LogJSON} {
+		args := base
+		if in != "" {
+			args = append(args[:len(args):len(args)], "--log-format", in)
+		}
+		if c, err := parseFlags(args, io.Discard); err != nil || c.logging.Format != want {
+			t.Errorf("--log-format %q: %q, %v; want %q", in, c.logging.Format, err, want)
+		}
+	}
+	for _, args := range [][]string{append(base, "--log-level", "loud"), append(base, "--log-format", "logfmt"), append(base, "--no-such-flag"), {"--tiers-dir", "d"}} {
 		t.Setenv("NODE_NAME", "")
 		err := run(context.Background(), context.Background(), args, io.Discard, io.Discard, nil)
 		if !errors.Is(err, cmdline.ErrUsage) {

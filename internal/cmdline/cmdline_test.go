@@ -183,3 +183,38 @@ func TestHumanDurations(t *testing.T) {
 		}
 	}
 }
+
+// TestLogging: --log-format chooses JSON (the default) or text in any
+// case, refuses anything else as a usage error, and the logger writes the
+// chosen format at the chosen level, durations in human units.
+func TestLogging(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the line a logger writes for Info("started", "grace", 2s)
+	}{
+		{nil, `"msg":"started","grace":"2s"`},
+		{[]string{"--log-format", "json"}, `"msg":"started","grace":"2s"`},
+		{[]string{"--log-format", "TEXT"}, `msg=started grace=2s`},
+		{[]string{"--log-format=text", "--log-level", "warn"}, ``},
+	} {
+		c := New(Help{Name: "prog"})
+		var l Logging
+		c.Logging(&l)
+		if err := c.Parse(tc.args, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		var b strings.Builder
+		l.Logger(&b).Info("started", "grace", 2*time.Second)
+		if got := b.String(); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%q: logged %q, want it to hold %q", tc.args, got, tc.want)
+		}
+	}
+	for _, in := range []string{"", "logfmt", "console", "jsonl"} {
+		c := New(Help{Name: "prog"})
+		var l Logging
+		c.Logging(&l)
+		if err := c.Parse([]string{"--log-format", in}, &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, ErrUsage) || l.Format != LogJSON {
+			t.Errorf("--log-format %q: %v, format %q; want a usage error and json kept", in, err, l.Format)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package cmdline
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 )
@@ -67,4 +68,73 @@ func HumanDurations(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	}
 	return a
+}
+
+// LogFormatFlag is the name of the log format flag of every program that
+// logs.
+const LogFormatFlag = "log-format"
+
+// Log formats: every server logs one JSON object a line by default
+// (log/slog's JSON handler, or the manager's zap encoder with the same
+// keys); text is for a person at a terminal.
+const (
+	// LogJSON is one JSON object a line: "time", "level", "msg", then the
+	// record's fields.
+	LogJSON = "json"
+	// LogText is log/slog's key=value text (the manager's zap console
+	// encoder).
+	LogText = "text"
+)
+
+// Logging is the logging a program's command line chose: its level and
+// format.
+type Logging struct {
+	// Level is the least level logged; info unless --log-level says.
+	Level slog.Level
+	// Format is LogJSON (the default) or LogText.
+	Format string
+}
+
+// logFormat is the flag.Value of --log-format.
+type logFormat struct{ format *string }
+
+// String returns the format's name.
+func (f logFormat) String() string {
+	if f.format == nil {
+		return ""
+	}
+	return *f.format
+}
+
+// Set accepts json or text in any case.
+func (f logFormat) Set(s string) error {
+	for _, v := range []string{LogJSON, LogText} {
+		if strings.EqualFold(s, v) {
+			*f.format = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not a log format: use json or text", s)
+}
+
+var _ flag.Value = logFormat{}
+
+// Logging registers --log-level and --log-format on c, setting l; l's
+// zero value means info and JSON.
+func (c *Command) Logging(l *Logging) {
+	if l.Format == "" {
+		l.Format = LogJSON
+	}
+	c.LogLevel(&l.Level)
+	c.Flags.Var(logFormat{&l.Format}, LogFormatFlag, "the `format` of the logs: json (one object a line) or text")
+}
+
+// Logger returns a log/slog logger writing to w at l's level, in l's
+// format, with durations in human units.
+func (l Logging) Logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: l.Level, ReplaceAttr: HumanDurations}
+	if l.Format == LogText {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
 }

@@ -5,10 +5,18 @@ import "testing"
 func TestAddressMatchers(t *testing.T) {
 	var addr string
 	match := EngineAddr(&addr)
-	if match([]byte(`time=2026 level=INFO msg="shutting down"`)) {
-		t.Fatal("matched a non-listen line")
+	for _, line := range []string{
+		`{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"shutting down"}`,
+		`{"level":"INFO","msg":"listening"}`,
+		// The text format is for a person; the programs are started in JSON.
+		`time=2026-01-01T00:00:00Z level=INFO msg=listening addr=127.0.0.1:41234`,
+		"not json",
+	} {
+		if match([]byte(line)) {
+			t.Fatalf("matched %s", line)
+		}
 	}
-	if !match([]byte(`time=2026-01-01T00:00:00Z level=INFO msg=listening addr=127.0.0.1:41234 model=m flavor=vllm`)) || addr != "127.0.0.1:41234" {
+	if !match([]byte(`{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"listening","addr":"127.0.0.1:41234","model":"m","flavor":"vllm"}`)) || addr != "127.0.0.1:41234" {
 		t.Fatalf("engine addr %q", addr)
 	}
 	var front, admin string

@@ -33,6 +33,10 @@ var programs = []string{
 // once, so reaching it means a program started something it should not.
 const commandTimeout = 30 * time.Second
 
+// servers are the programs that log while they serve: each takes
+// --log-level and --log-format, JSON by default.
+var servers = map[string]bool{"router": true, "enginesim": true, "manager": true}
+
 // binDir holds the programs built once for the package.
 var binDir string
 
@@ -118,6 +122,13 @@ func TestEveryProgram(t *testing.T) {
 				bad = append(bad, []string{"--", "stray"})
 			} else {
 				bad = append(bad, []string{"stray"}, []string{"-v"})
+			}
+			if servers[name] {
+				help := runProgram(t, name, "--help").stdout
+				if !strings.Contains(help, "-log-format") || !strings.Contains(help, "-log-level") {
+					t.Errorf("%s --help lists no --log-format or --log-level:\n%s", name, help)
+				}
+				bad = append(bad, []string{"--log-format", "logfmt"}, []string{"--log-level", "loud"})
 			}
 			for _, args := range bad {
 				r := runProgram(t, name, args...)
