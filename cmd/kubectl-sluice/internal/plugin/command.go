@@ -117,8 +117,11 @@ type cli struct {
 func newCommand(streams genericiooptions.IOStreams, connect connectFunc) *cobra.Command {
 	c := &cli{streams: streams, connect: connect}
 	root := &cobra.Command{
-		Use:   "kubectl-sluice",
-		Short: "Inspect and change the admission of sluice ReplicaTiers",
+		Use: "kubectl-sluice",
+		// Usage lines read as the user types them: "kubectl sluice status
+		// TIER", as kubectl's plugin guide asks.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl sluice"},
+		Short:       "Inspect and change the admission of sluice ReplicaTiers",
 		Long: "kubectl sluice reads a ReplicaTier's status as the router on its node reports it,\n" +
 			"quiesces, readmits or drains a tier or one member by patching spec.quiesce, and\n" +
 			"summarizes a router's decision log files.",

@@ -296,11 +296,13 @@ func TestExitStatus(t *testing.T) {
 	}{
 		{[]string{"--help"}, 0, "Examples:\n  # a tier's members", "", false},
 		{[]string{"status", "--help"}, 0, "Examples:\n  kubectl sluice status", "", false},
+		// Usage lines name the command as a user types it.
+		{[]string{"drain", "--help"}, 0, "Usage:\n  kubectl sluice drain TIER [--member ID] [--timeout D] [flags]\n", "", false},
 		{[]string{"--version"}, 0, version.String("kubectl-sluice") + "\n", "", false},
-		{[]string{"-v"}, 2, "", "error: unknown shorthand flag: 'v' in -v\nRun 'kubectl-sluice --help' for usage.\n", true},
+		{[]string{"-v"}, 2, "", "error: unknown shorthand flag: 'v' in -v\nRun 'kubectl sluice --help' for usage.\n", true},
 		{[]string{"-v=4", "status", "llama"}, 2, "", "unknown shorthand flag: 'v'", true},
 		{[]string{"bogus"}, 2, "", "error: unknown command \"bogus\"", true},
-		{[]string{"status"}, 2, "", "error: a TIER argument is required\nRun 'kubectl-sluice status --help' for usage.\n", true},
+		{[]string{"status"}, 2, "", "error: a TIER argument is required\nRun 'kubectl sluice status --help' for usage.\n", true},
 		{[]string{"status", "llama", "-o", "yaml"}, 2, "", "error: --output must be table or json\n", true},
 		{[]string{"quiesce", "llama"}, 2, "", `required flag(s) "reason" not set`, true},
 		{[]string{"drain", "llama", "--timeout", "0s"}, 2, "", "--timeout must be positive", true},
