@@ -33,7 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/test/docblock"
 )
 
-// The tier the install test declares, in the names docs/KUBERNETES.md's
+// The tier the install test declares, in the names docs/INSTALL.md's
 // blocks use.
 const (
 	tierName    = "llama-70b"
@@ -106,12 +106,12 @@ spec:
 // install is the state the install test's steps share.
 type install struct {
 	n     *node
-	steps map[string]string // docs/KUBERNETES.md's blocks.
+	steps map[string]string // docs/INSTALL.md's blocks.
 	env   []string          // the blocks' environment.
 	key   string            // the router's API key.
 }
 
-// TestInstallOnANode installs sluice on the node the way docs/KUBERNETES.md
+// TestInstallOnANode installs sluice on the node the way docs/INSTALL.md
 // says, with two enginesim replicas as the engines, and goes through what
 // an operator does with it: a Capacity tier, a quiesce with a request in
 // flight, a rollout of the routers under load, an engine restart and the
@@ -119,13 +119,13 @@ type install struct {
 // the test.
 func TestInstallOnANode(t *testing.T) {
 	n := startNode(t)
-	steps, err := docblock.Blocks(filepath.Join(repoRoot, "docs", "KUBERNETES.md"), "e2e-cluster")
+	steps, err := docblock.Blocks(filepath.Join(repoRoot, "docs", "INSTALL.md"), "e2e-cluster")
 	if err != nil {
 		t.Fatal(err)
 	}
 	marked := slices.Sorted(maps.Keys(steps))
 	if !slices.Equal(marked, slices.Sorted(slices.Values(documentedSteps))) {
-		t.Fatalf("docs/KUBERNETES.md marks the steps %v, the test runs %v", marked, documentedSteps)
+		t.Fatalf("docs/INSTALL.md marks the steps %v, the test runs %v", marked, documentedSteps)
 	}
 	tier := filepath.Join(n.dir, "tier.yaml")
 	write(t, tier, fmt.Sprintf(tierManifest, nodeName,
@@ -160,7 +160,7 @@ func TestInstallOnANode(t *testing.T) {
 	}
 }
 
-// documentedSteps are the blocks of docs/KUBERNETES.md the test runs.
+// documentedSteps are the blocks of docs/INSTALL.md the test runs.
 var documentedSteps = []string{"install", "tier", "api-key", "quiesce", "readmit", "rollout", "uninstall"}
 
 // step runs the documented step name from the repository root and returns
@@ -180,7 +180,7 @@ func (in *install) step(t *testing.T, name string) string {
 func (in *install) runStep(name string) (string, error) {
 	script, ok := in.steps[name]
 	if !ok {
-		return "", fmt.Errorf("docs/KUBERNETES.md has no block marked <!-- e2e-cluster: %s -->", name)
+		return "", fmt.Errorf("docs/INSTALL.md has no block marked <!-- e2e-cluster: %s -->", name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()

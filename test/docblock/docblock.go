@@ -1,7 +1,7 @@
 // Package docblock finds the shell blocks a document marks for a test and
 // runs them as written: a block is the fenced `sh` block right after a
 // `<!-- MARKER: NAME -->` comment. The README's quick starts
-// (test/quickstart) and the install sequence of docs/KUBERNETES.md
+// (test/quickstart) and the install sequence of docs/INSTALL.md
 // (test/cluster) are run this way, so the documents cannot drift from what
 // the tests prove.
 package docblock
