@@ -233,7 +233,7 @@ test-images: envtest-bins images-offline ## Build the images offline, then run t
 		go test $(GO_TEST_FLAGS) -tags images ./test/images
 
 .PHONY: e2e-cluster
-e2e-cluster: e2e-cluster-bins images-offline ## Install sluice on a real single-node cluster (kubelet, containerd, the project's images) and run the operator's scenarios (root; docs/KUBERNETES.md).
+e2e-cluster: e2e-cluster-bins images-offline ## Install sluice on a real single-node cluster (kubelet, containerd, the project's images) and run the operator's scenarios (root; docs/INSTALL.md).
 	hack/images/install-runtime.sh --node
 	$(MAKE) docker-save CONTAINER_TOOL=podman
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) SLUICE_E2E_IMAGES=$(OUT_IMAGES) \
