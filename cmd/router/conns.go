@@ -23,8 +23,10 @@ const (
 	// defaultMaxUnauthenticated is the default
 	// --max-unauthenticated-connections. A client authenticates with its
 	// first request, a round trip after connecting, so the connections
-	// waiting for one are few; a thousand of them, at about 20 KiB each
-	// (their goroutine and read and write buffers), hold 20 MiB.
+	// waiting for one are few; a thousand of them, at about 16 KiB each
+	// (their goroutine and read and write buffers; 13,000 held 208 MiB,
+	// docs/BENCHMARKS.md#58-hostile-traffic-and-connection-flood), hold
+	// 16 MiB.
 	defaultMaxUnauthenticated = 1024
 	// maxConnectionLimit bounds both flags: a connection is a file
 	// descriptor, and no router serves a million.
@@ -33,7 +35,7 @@ const (
 	// listens on every interface of the node too. Its clients are the
 	// kubelet's probes, a scraper or two, kubectl sluice and drain calls
 	// (each holding one connection for up to its timeout): a few dozen at
-	// most. 256 of them, at about 20 KiB each, hold 5 MiB.
+	// most. 256 of them, at about 16 KiB each, hold 4 MiB.
 	maxAdminConnections = 256
 )
 
