@@ -20,9 +20,15 @@ import (
 // complete request written at once on a loaded machine.
 const testBodyReadTimeout = "300ms"
 
+// slowBodyReadTimeout is the --body-read-timeout of the test that checks
+// the admin API between two dribbled bytes: dribbledBytes round trips to
+// the admin API must fit in it on a loaded machine, or the router times
+// the body out while the test still writes it.
+const slowBodyReadTimeout = "3s"
+
 // dribbledBytes is how many body bytes slowBody sends, one at a time; its
 // Content-Length announces more, so the body never completes.
-const dribbledBytes = 32
+const dribbledBytes = 8
 
 // slowBody sends a request's headers announcing a 1000-byte body and then
 // dribbles dribbledBytes of it, calling check between two bytes. It
@@ -98,7 +104,7 @@ func TestRunSlowBodyHoldsNoLease(t *testing.T) {
 	finish, arrived, probed := make(chan struct{}), make(chan struct{}, 4), make(chan struct{}, 1)
 	defer close(finish)
 	up := engine(t, finish, arrived, probed)
-	s, _, cancel, _ := startRouter(t, up.URL, "--body-read-timeout", testBodyReadTimeout)
+	s, _, cancel, _ := startRouter(t, up.URL, "--body-read-timeout", slowBodyReadTimeout)
 	defer cancel()
 	waitReady(t, s, probed)
 

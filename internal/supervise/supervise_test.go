@@ -183,7 +183,9 @@ func TestStartTimesOutWithoutTheReadyLine(t *testing.T) {
 	s := helperSpec(t, "silent")
 	s.Log = filepath.Join(t.TempDir(), "helper.log")
 	s.Ready = readyLine(new(string))
-	s.StartTimeout = 200 * time.Millisecond
+	// Long enough for the helper to print its first line on a loaded
+	// machine: the error must quote it.
+	s.StartTimeout = 3 * time.Second
 	_, err := Start(t.Context(), s)
 	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), s.Log) || !strings.Contains(err.Error(), "booting") {
 		t.Fatalf("err %v, want ErrTimeout naming the log and quoting the output", err)
