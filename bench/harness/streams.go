@@ -191,6 +191,7 @@ func runStreams(env *runEnv, spec streamsSpec, bin, label string) (*streamsResul
 	name, heapPrefix := fmt.Sprintf("streams%d", spec.count), "router"
 	if label != "" {
 		name, heapPrefix = name+"-baseline", "router-baseline"
+		env.progress("streams: %d streams through the baseline router, %s", spec.count, label)
 	}
 	eo := engineOptions{MaxNumSeqs: spec.maxNumSeqs, OutputTokens: spec.tokens, TTFTBase: 10 * time.Millisecond, ITLBase: streamsITL}
 	engines, err := sup.startEngines(env.enginesim, name, streamsEngines, eo, nil)
