@@ -332,7 +332,7 @@ func summaryMarkdown(r *results) string {
 	fmt.Fprintf(&b, "%s. Wall time %.0f s.\n\n", strings.Join(la, "; "), m.WallSeconds)
 	if bl := m.Baseline; bl != nil {
 		fmt.Fprintf(&b, "Baseline: the rows and sections named `sluice@%s` measure the router built from `-baseline %s` (commit %s), "+
-			"run in the same rounds as the work tree's router; no target judges them.\n\n", bl.Commit, bl.Revision, bl.Commit)
+			"measured in this run beside the work tree's router (in the same overhead rounds; after it in each streams run); no target judges them.\n\n", bl.Commit, bl.Revision, bl.Commit)
 	}
 	for _, k := range m.Kept {
 		fmt.Fprintf(&b, "Kept from the run of %s, commit %s (`-keep`; not measured in this run): %s.\n\n", k.Date, k.Commit, strings.Join(k.Scenarios, ", "))
