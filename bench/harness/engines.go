@@ -150,11 +150,7 @@ func procsOf(engines []*engine) []*supervise.Process {
 // to procs.
 func (s *supervisor) startRouterAndHAProxy(env *runEnv, scenario string, engines []*engine, ceiling int, noDelay bool,
 	procs *[]*supervise.Process) (*routerProc, *haproxyProc, error) {
-	tiers := []tierSpec{
-		{Name: "rr", Alias: aliasRoundRobin, Strategy: "RoundRobin", Ceiling: ceiling, Engines: engines},
-		{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: ceiling, Engines: engines},
-	}
-	rt, err := s.startRouter(env.router, scenario+"-router", env.dir(scenario+"-tiers"), tiers)
+	rt, err := s.startRouter(env.router, scenario+"-router", env.dir(scenario+"-tiers"), twoTiers(engines, ceiling))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -165,6 +161,15 @@ func (s *supervisor) startRouterAndHAProxy(env *runEnv, scenario string, engines
 	}
 	*procs = append(*procs, hp.proc)
 	return rt, hp, nil
+}
+
+// twoTiers are a RoundRobin and a Capacity tier over the engines, every
+// member's ceiling ceiling.
+func twoTiers(engines []*engine, ceiling int) []tierSpec {
+	return []tierSpec{
+		{Name: "rr", Alias: aliasRoundRobin, Strategy: "RoundRobin", Ceiling: ceiling, Engines: engines},
+		{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: ceiling, Engines: engines},
+	}
 }
 
 // capacityTier returns the key of the router's Capacity tier.

@@ -41,6 +41,12 @@ type options struct {
 	lateLullRate   float64
 	tenantRun      time.Duration
 	tenantRate     float64
+	// baseline is the git revision of the router measured beside the
+	// work tree's (-baseline); empty measures none.
+	baseline string
+	// syscallRequests is the request count of the overhead scenario's
+	// system call phase, per system.
+	syscallRequests int
 }
 
 // scenarioNames are the scenarios in run order.
@@ -75,6 +81,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.lateLullRate, "late-lull-rate", 8, "mean arrivals per second after the burst (Poisson)")
 	fs.DurationVar(&o.tenantRun, "tenant-run", 50*time.Second, "duration of the two-tenant scenario's open loops")
 	fs.Float64Var(&o.tenantRate, "tenant-rate", 40, "mean arrivals per second of the heavy tenant (Poisson); the light tenant sends a tenth")
+	fs.StringVar(&o.baseline, "baseline", "", "git revision of this repository whose router is built and measured beside the work tree's in the overhead and streams scenarios (e.g. main, HEAD~3)")
+	fs.IntVar(&o.syscallRequests, "syscall-requests", 5000, "requests per system of the overhead scenario's system call phase (perf stat)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the results of the scenarios not run from the results.json in -out (each marked with its run's date and commit)")
 	fs.BoolVar(&o.rerender, "rerender", false, "measure nothing: rewrite summary.md and the charts from the results.json in -out")
 	quick := fs.Bool("quick", false, "one short round of everything: checks the harness works, numbers are not meaningful")
@@ -89,6 +97,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.hiddenRounds, o.hiddenRun, o.hiddenWarmup = 1, 3*time.Second, time.Second
 		o.lateRounds, o.lateBurst, o.lateLull = 1, 2*time.Second, 3*time.Second
 		o.tenantRun = 3 * time.Second
+		o.syscallRequests = 1000
 	}
 	o.scenarios = map[string]bool{}
 	for _, s := range strings.Split(*scen, ",") {
@@ -113,6 +122,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-late-burst-rate and -late-lull-rate must be within (0, 1000]")
 	case !(o.tenantRate > 0 && o.tenantRate <= 1000):
 		return o, errors.New("-tenant-rate must be within (0, 1000]")
+	case o.syscallRequests < saturationConns:
+		return o, fmt.Errorf("-syscall-requests must be at least %d (the phase's concurrency)", saturationConns)
+	case strings.HasPrefix(o.baseline, "-"):
+		return o, fmt.Errorf("-baseline %q is not a revision", o.baseline)
 	}
 	return o, nil
 }
@@ -132,10 +145,13 @@ type runEnv struct {
 	opts    options
 	sup     *supervisor
 	workDir string
-	// router, enginesim, bareproxy, haproxy and wrk are the binaries.
-	router, enginesim, bareproxy, haproxy, wrk string
-	stderr                                     io.Writer
-	started                                    time.Time
+	// router, enginesim, bareproxy, haproxy, wrk and perf are the
+	// binaries (perf only when the overhead scenario runs).
+	router, enginesim, bareproxy, haproxy, wrk, perf string
+	// baseline is the router built from -baseline; nil without it.
+	baseline *baselineRouter
+	stderr   io.Writer
+	started  time.Time
 }
 
 // dir returns a subdirectory of the work directory.
@@ -192,8 +208,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		*tool.dst = p
 	}
+	if o.scenarios["overhead"] {
+		if env.perf, err = exec.LookPath("perf"); err != nil {
+			return fmt.Errorf("perf not found on PATH (bench/scripts/bench.sh installs linux-perf with apt-get): %w", err)
+		}
+	}
 	if err := buildBinaries(env); err != nil {
 		return err
+	}
+	if o.baseline != "" {
+		if env.baseline, err = buildBaseline(env); err != nil {
+			return err
+		}
 	}
 	// prev holds the results -keep keeps, read before anything runs so a
 	// missing or broken file fails at once.
@@ -202,6 +228,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	results := &results{Meta: collectMeta(env)}
+	if b := env.baseline; b != nil {
+		results.Meta.Baseline = &baselineMeta{Revision: b.revision, Commit: b.commit}
+	}
 	scenarios := []struct {
 		key string
 		run func() error
@@ -211,13 +240,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		{"hidden", func() (err error) { results.Hidden, err = runHiddenLoad(env); return err }},
 		{"latebinding", func() (err error) { results.Late, err = runLateBinding(env); return err }},
 		{"tenants", func() (err error) { results.Tenants, err = runTenants(env); return err }},
-		{"streams", func() (err error) {
-			if results.Streams, err = runStreams(env, streams1000); err != nil {
-				return err
-			}
-			results.Streams5000, err = runStreams(env, streams5000)
-			return err
-		}},
+		{"streams", func() error { return runStreamsScenario(env, results) }},
 	}
 	for _, sc := range scenarios {
 		if !o.scenarios[sc.key] {
@@ -392,6 +415,9 @@ type meta struct {
 	WallSeconds float64      `json:"wall_seconds"`
 	// Kept names the earlier runs whose scenarios this one kept (-keep).
 	Kept []keptRun `json:"kept,omitempty"`
+	// Baseline names the revision whose router the overhead and streams
+	// scenarios measured beside this one (-baseline).
+	Baseline *baselineMeta `json:"baseline,omitempty"`
 }
 
 // collectMeta describes the machine; a tool that cannot say its version

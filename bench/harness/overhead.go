@@ -42,10 +42,19 @@ func overheadBody(model string) string {
 type overheadSystem struct {
 	// Name is the row label.
 	Name string `json:"name"`
+	// Baseline marks the router built from -baseline, which no target
+	// judges.
+	Baseline bool `json:"baseline,omitempty"`
 	// URL is the chat completions URL wrk targets.
 	URL string `json:"-"`
+	// root is the OpenAI API root of the URL, and model the request's
+	// model, for the system call phase's load.
+	root, model string
 	// script is the wrk Lua script's path.
 	script string
+	// router is the router when the system is one of its tiers: its Go
+	// metrics count allocations, and capacityTier is primed on it.
+	router *routerProc
 	// capacityTier is the tier key when this is the Capacity tier, whose
 	// pressure is primed before every run.
 	capacityTier string
@@ -76,12 +85,18 @@ type overheadResult struct {
 	// Profile is where the router spent its CPU in one more saturation run
 	// of the Capacity tier, after the rounds.
 	Profile *profileResult `json:"profile,omitempty"`
+	// Syscalls is the system call phase, after the profile: every proxy's
+	// system calls (and a router's allocations) per request.
+	Syscalls *syscallResult `json:"syscalls,omitempty"`
 }
 
 // overheadRow is one system's medians.
 type overheadRow struct {
 	// Name is the system.
 	Name string `json:"name"`
+	// Baseline marks the router built from -baseline, which no target
+	// judges.
+	Baseline bool `json:"baseline,omitempty"`
 	// P50US and P99US are the medians over rounds of the concurrency-1
 	// latencies.
 	P50US float64 `json:"p50_us"`
@@ -132,17 +147,18 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 	}
 	procs = append(procs, bare.proc)
 
-	const path = "/v1/chat/completions"
-	systems := []*overheadSystem{
-		{Name: "direct", URL: engines[0].url() + path},
-		{Name: "sluice RoundRobin", URL: "http://" + rt.front + path, proc: rt.proc},
-		{Name: "sluice Capacity", URL: "http://" + rt.front + path, capacityTier: rt.capacityTier(), proc: rt.proc},
-		{Name: bareProxyName, URL: "http://" + bare.addr + path, proc: bare.proc},
-		{Name: "HAProxy leastconn", URL: "http://" + hp.addr + path, proc: hp.proc},
+	var base *routerProc
+	if b := env.baseline; b != nil {
+		// The same tiers as the work tree's router, over the same engines.
+		if base, err = sup.startRouter(b.bin, "overhead-baseline-router", env.dir("overhead-baseline-tiers"), twoTiers(engines, overheadCeiling)); err != nil {
+			return nil, err
+		}
+		procs = append(procs, base.proc)
 	}
-	models := []string{benchModel, aliasRoundRobin, aliasCapacity, benchModel, benchModel}
+
+	systems := overheadSystems(engines[0].url()+"/v1", rt, base, env.baseline, bare, hp)
 	for i, s := range systems {
-		if s.script, err = writeWrkScript(env.workDir, fmt.Sprintf("overhead-%d", i), overheadBody(models[i])); err != nil {
+		if s.script, err = writeWrkScript(env.workDir, fmt.Sprintf("overhead-%d", i), overheadBody(s.model)); err != nil {
 			return nil, err
 		}
 	}
@@ -155,7 +171,7 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 
 	run := func(s *overheadSystem, label string, conns, threads int, d time.Duration) (wrkResult, error) {
 		if s.capacityTier != "" {
-			if err := primeCapacity(env, rt, s.capacityTier); err != nil {
+			if err := primeCapacity(env, s.router, s.capacityTier); err != nil {
 				return wrkResult{}, err
 			}
 		}
@@ -202,11 +218,46 @@ func runOverhead(env *runEnv) (*overheadResult, error) {
 	if res.Profile, err = profileRouter(env, rt, systems[2], max(2*int(o.overheadRun.Seconds()), 2)); err != nil {
 		return nil, err
 	}
-	if err := requireIdleRouter(env, rt); err != nil {
+	if res.Syscalls, err = countSyscalls(env, systems); err != nil {
 		return nil, err
+	}
+	for _, r := range []*routerProc{rt, base} {
+		if r == nil {
+			continue
+		}
+		if err := requireIdleRouter(env, r); err != nil {
+			return nil, err
+		}
 	}
 	res.Summary, err = summarizeOverhead(systems)
 	return res, err
+}
+
+// overheadSystems are scenario 1's systems in run order: direct (the
+// engine at engineRoot), the router's RoundRobin and Capacity tiers, the
+// baseline router's (when base is not nil), the bare proxy and HAProxy,
+// last, as summarizeOverhead wants it. The model names have equal lengths,
+// so every system gets request bodies of the same size.
+func overheadSystems(engineRoot string, rt, base *routerProc, b *baselineRouter, bare, hp *haproxyProc) []*overheadSystem {
+	const path = "/chat/completions"
+	routerSystems := func(label string, r *routerProc, baseline bool) []*overheadSystem {
+		return []*overheadSystem{
+			{Name: label + " RoundRobin", Baseline: baseline, root: r.url(), model: aliasRoundRobin, router: r, proc: r.proc},
+			{Name: label + " Capacity", Baseline: baseline, root: r.url(), model: aliasCapacity, router: r, capacityTier: r.capacityTier(), proc: r.proc},
+		}
+	}
+	systems := []*overheadSystem{{Name: "direct", root: engineRoot, model: benchModel}}
+	systems = append(systems, routerSystems("sluice", rt, false)...)
+	if base != nil {
+		systems = append(systems, routerSystems(b.label(), base, true)...)
+	}
+	systems = append(systems,
+		&overheadSystem{Name: bareProxyName, root: bare.url(), model: benchModel, proc: bare.proc},
+		&overheadSystem{Name: "HAProxy leastconn", root: hp.url(), model: benchModel, proc: hp.proc})
+	for _, s := range systems {
+		s.URL = s.root + path
+	}
+	return systems
 }
 
 // summarizeOverhead computes scenario 1's medians and paired ratios. The
@@ -228,7 +279,7 @@ func summarizeOverhead(systems []*overheadSystem) (overheadSummary, error) {
 		return out
 	}
 	for _, s := range systems {
-		row := overheadRow{Name: s.Name}
+		row := overheadRow{Name: s.Name, Baseline: s.Baseline}
 		var err error
 		if row.P50US, err = medianOf(s.C1, p50); err != nil {
 			return sum, fmt.Errorf("%s p50: %w", s.Name, err)

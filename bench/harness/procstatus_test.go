@@ -9,13 +9,18 @@ import (
 	"time"
 )
 
-func TestParseGoroutines(t *testing.T) {
-	body := "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\n"
-	n, ok, err := parseGoroutines([]byte(body))
+func TestParseGoMetric(t *testing.T) {
+	body := "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\n" +
+		"# HELP go_memstats_mallocs_total Total number of heap objects allocated.\n# TYPE go_memstats_mallocs_total counter\ngo_memstats_mallocs_total 1.234567e+06\n"
+	n, ok, err := parseGoMetric([]byte(body), "go_goroutines")
 	if err != nil || !ok || n != 42 {
-		t.Fatalf("parseGoroutines = %v, %v, %v", n, ok, err)
+		t.Fatalf("go_goroutines = %v, %v, %v", n, ok, err)
 	}
-	if _, ok, err := parseGoroutines([]byte("# TYPE other gauge\nother 1\n")); err != nil || ok {
+	n, ok, err = parseGoMetric([]byte(body), "go_memstats_mallocs_total")
+	if err != nil || !ok || n != 1234567 {
+		t.Fatalf("go_memstats_mallocs_total = %v, %v, %v", n, ok, err)
+	}
+	if _, ok, err := parseGoMetric([]byte("# TYPE other gauge\nother 1\n"), "go_goroutines"); err != nil || ok {
 		t.Fatalf("without go_goroutines: ok=%v err=%v", ok, err)
 	}
 }

@@ -57,7 +57,12 @@ type results struct {
 	Streams  *streamsResult  `json:"streams,omitempty"`
 	// Streams5000 is 5000 streams read to the end: published, no target.
 	Streams5000 *streamsResult `json:"streams_5000,omitempty"`
-	Verdicts    []verdict      `json:"verdicts"`
+	// StreamsBaseline and Streams5000Baseline are the same runs through
+	// the -baseline router; no target judges them.
+	StreamsBaseline *streamsResult `json:"streams_baseline,omitempty"`
+	// Streams5000Baseline is 5000 streams through the -baseline router.
+	Streams5000Baseline *streamsResult `json:"streams_5000_baseline,omitempty"`
+	Verdicts            []verdict      `json:"verdicts"`
 }
 
 // verdict is one target of docs/BENCHMARKS.md#targets against its
@@ -95,7 +100,7 @@ func (r *results) verdicts() []verdict {
 	}
 	if r.Overhead != nil {
 		for _, row := range r.Overhead.Summary.Rows {
-			if !strings.HasPrefix(row.Name, "sluice") {
+			if !strings.HasPrefix(row.Name, "sluice") || row.Baseline {
 				continue
 			}
 			out = append(out,
@@ -270,6 +275,7 @@ func keepResults(cur, prev *results, ran map[string]bool) {
 		"tenants":     func(d, s *results) bool { d.Tenants = s.Tenants; return s.Tenants != nil },
 		"streams": func(d, s *results) bool {
 			d.Streams, d.Streams5000 = s.Streams, s.Streams5000
+			d.StreamsBaseline, d.Streams5000Baseline = s.StreamsBaseline, s.Streams5000Baseline
 			return s.Streams != nil || s.Streams5000 != nil
 		},
 	}
@@ -324,6 +330,10 @@ func summaryMarkdown(r *results) string {
 		la = append(la, fmt.Sprintf("%s %s", l.At, l.LoadAvg))
 	}
 	fmt.Fprintf(&b, "%s. Wall time %.0f s.\n\n", strings.Join(la, "; "), m.WallSeconds)
+	if bl := m.Baseline; bl != nil {
+		fmt.Fprintf(&b, "Baseline: the rows and sections named `sluice@%s` measure the router built from `-baseline %s` (commit %s), "+
+			"measured in this run beside the work tree's router (in the same overhead rounds; after it in each streams run); no target judges them.\n\n", bl.Commit, bl.Revision, bl.Commit)
+	}
 	for _, k := range m.Kept {
 		fmt.Fprintf(&b, "Kept from the run of %s, commit %s (`-keep`; not measured in this run): %s.\n\n", k.Date, k.Commit, strings.Join(k.Scenarios, ", "))
 	}
@@ -371,6 +381,9 @@ func summaryMarkdown(r *results) string {
 			}
 			b.WriteString("\n")
 		}
+		if sc := o.Syscalls; sc != nil {
+			writeSyscallsMarkdown(&b, sc, o.Summary.Rows)
+		}
 	}
 	if h := r.Hidden; h != nil {
 		fmt.Fprintf(&b, "## Hidden load (internal/loadgen, streaming chat, open loop)\n\n")
@@ -392,11 +405,15 @@ func summaryMarkdown(r *results) string {
 	if t := r.Tenants; t != nil {
 		writeTenantsMarkdown(&b, t)
 	}
-	for _, s := range []*streamsResult{r.Streams, r.Streams5000} {
+	for _, s := range []*streamsResult{r.Streams, r.StreamsBaseline, r.Streams5000, r.Streams5000Baseline} {
 		if s == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "## %d concurrent SSE streams through one router (Capacity tier, 3 engines)\n\n", s.Streams)
+		router := "one router"
+		if s.Router != "" {
+			router = "the baseline router, " + s.Router
+		}
+		fmt.Fprintf(&b, "## %d concurrent SSE streams through %s (Capacity tier, 3 engines)\n\n", s.Streams, router)
 		goroutines := "not exposed by the router's /metrics"
 		if s.GoroutinesExposed && s.GoroutinesIdle != nil {
 			goroutines = fmt.Sprintf("%.0f", *s.GoroutinesIdle)

@@ -237,6 +237,20 @@ func (r *routerProc) freshness(ctx context.Context, key string) ([]string, error
 // and false when the router does not expose it (no /metrics yet, or no Go
 // collector).
 func (r *routerProc) goroutines(ctx context.Context) (float64, bool, error) {
+	return r.goMetric(ctx, "go_goroutines")
+}
+
+// mallocs returns the router's go_memstats_mallocs_total, the heap
+// objects it allocated since it started, and false when it does not
+// expose it.
+func (r *routerProc) mallocs(ctx context.Context) (float64, bool, error) {
+	return r.goMetric(ctx, "go_memstats_mallocs_total")
+}
+
+// goMetric returns the value of the single-sample gauge or counter name
+// from the router's /metrics, and false when the router does not expose
+// it.
+func (r *routerProc) goMetric(ctx context.Context, name string) (float64, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+"/metrics", nil)
 	if err != nil {
 		return 0, false, err
@@ -253,19 +267,26 @@ func (r *routerProc) goroutines(ctx context.Context) (float64, bool, error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, false, nil
 	}
-	return parseGoroutines(body)
+	return parseGoMetric(body, name)
 }
 
-// parseGoroutines reads go_goroutines from Prometheus text exposition.
-func parseGoroutines(body []byte) (float64, bool, error) {
+// parseGoMetric reads the single-sample gauge or counter name from
+// Prometheus text exposition.
+func parseGoMetric(body []byte, name string) (float64, bool, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		return 0, false, fmt.Errorf("router /metrics: %w", err)
 	}
-	f, ok := families["go_goroutines"]
-	if !ok || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil {
+	f, ok := families[name]
+	if !ok || len(f.GetMetric()) != 1 {
 		return 0, false, nil
 	}
-	return f.GetMetric()[0].GetGauge().GetValue(), true, nil
+	switch m := f.GetMetric()[0]; {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue(), true, nil
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue(), true, nil
+	}
+	return 0, false, nil
 }

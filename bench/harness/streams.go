@@ -139,6 +139,9 @@ type streamsSample struct {
 
 // streamsResult is scenario 3's measurements.
 type streamsResult struct {
+	// Router names the baseline router (-baseline) the streams went
+	// through; empty for the work tree's.
+	Router string `json:"router,omitempty"`
 	// Streams is the number of concurrent streams per phase.
 	Streams int `json:"streams"`
 	// Idle is the router's memory before the first stream.
@@ -157,10 +160,39 @@ type streamsResult struct {
 	Final procstat.Memory `json:"final"`
 }
 
-// runStreams runs scenario 3 as spec says.
-func runStreams(env *runEnv, spec streamsSpec) (*streamsResult, error) {
+// runStreamsScenario runs scenario 3: 1000 streams, then 5000, each
+// through the work tree's router and then, with -baseline, through the
+// baseline's.
+func runStreamsScenario(env *runEnv, res *results) error {
+	for _, run := range []struct {
+		spec           streamsSpec
+		head, baseline **streamsResult
+	}{
+		{streams1000, &res.Streams, &res.StreamsBaseline},
+		{streams5000, &res.Streams5000, &res.Streams5000Baseline},
+	} {
+		var err error
+		if *run.head, err = runStreams(env, run.spec, env.router, ""); err != nil {
+			return err
+		}
+		if b := env.baseline; b != nil {
+			if *run.baseline, err = runStreams(env, run.spec, b.bin, b.label()); err != nil {
+				return fmt.Errorf("%s: %w", b.label(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// runStreams runs scenario 3 as spec says through the router binary bin;
+// label names a baseline router, "" the work tree's.
+func runStreams(env *runEnv, spec streamsSpec, bin, label string) (*streamsResult, error) {
 	sup := env.sup
-	name := fmt.Sprintf("streams%d", spec.count)
+	name, heapPrefix := fmt.Sprintf("streams%d", spec.count), "router"
+	if label != "" {
+		name, heapPrefix = name+"-baseline", "router-baseline"
+		env.progress("streams: %d streams through the baseline router, %s", spec.count, label)
+	}
 	eo := engineOptions{MaxNumSeqs: spec.maxNumSeqs, OutputTokens: spec.tokens, TTFTBase: 10 * time.Millisecond, ITLBase: streamsITL}
 	engines, err := sup.startEngines(env.enginesim, name, streamsEngines, eo, nil)
 	if err != nil {
@@ -169,12 +201,12 @@ func runStreams(env *runEnv, spec streamsSpec) (*streamsResult, error) {
 	procs := procsOf(engines)
 	defer func() { stopGroup(procs) }()
 	tier := tierSpec{Name: "cp", Alias: aliasCapacity, Strategy: "Capacity", Ceiling: spec.ceiling, Engines: engines}
-	rt, err := sup.startRouter(env.router, name+"-router", env.dir(name+"-tiers"), []tierSpec{tier})
+	rt, err := sup.startRouter(bin, name+"-router", env.dir(name+"-tiers"), []tierSpec{tier})
 	if err != nil {
 		return nil, err
 	}
 	procs = append(procs, rt.proc)
-	res := &streamsResult{Streams: spec.count}
+	res := &streamsResult{Router: label, Streams: spec.count}
 	if res.Idle, err = procstat.Read(rt.proc.Pid()); err != nil {
 		return nil, err
 	}
@@ -193,7 +225,7 @@ func runStreams(env *runEnv, spec streamsSpec) (*streamsResult, error) {
 	for i, ph := range phases {
 		heapFile := ""
 		if i == 0 {
-			heapFile = fmt.Sprintf("router-heap-streams%d.pprof", spec.count)
+			heapFile = fmt.Sprintf("%s-heap-streams%d.pprof", heapPrefix, spec.count)
 		}
 		p, err := runStreamsPhase(env, rt, engines, tier, spec, ph.name, ph.cut, res.GoroutinesExposed, heapFile)
 		if err != nil {
