@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
@@ -65,7 +66,7 @@ const (
 	idleTimeout = 120 * time.Second
 	// maxHeaderBytes bounds a request's header block on both listeners
 	// (net/http's default is 1 MiB). An API key (at most
-	// router.MaxKeyLength, 4 KiB), a request id, tracing headers and the
+	// apikeys.MaxKeyLength, 4 KiB), a request id, tracing headers and the
 	// usual client headers fit many times over in 64 KiB, and each
 	// connection reading headers pins at most that much.
 	maxHeaderBytes = 64 << 10
@@ -172,7 +173,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.adminListen, "admin-listen", "", "admin listen address (default "+filesAdminListen+" in files mode, "+kubeAdminListen+" in kube mode)")
 	fs.StringVar(&c.apiKeysFile, "api-keys-file", "", "file of bearer API keys, one a line, reread when it changes; none means the front door is open")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, reread when it changes; none means /admin/v1 is open")
-	fs.DurationVar(&c.keysPoll, "keys-poll-interval", router.DefaultKeyPollInterval, "how often the key and token files are reread")
+	fs.DurationVar(&c.keysPoll, "keys-poll-interval", apikeys.DefaultPollInterval, "how often the key and token files are reread")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.BoolVar(&c.enablePprof, "enable-pprof", false, "serve Go's profiles at /debug/pprof/ on the admin listener, behind the admin token (needs --admin-token-file)")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log every request's line at INFO (without it, only failed exchanges are logged at WARN, the rest at DEBUG)")
@@ -238,8 +239,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("--max-unauthenticated-connections must be within 1..--max-connections")
 	case c.bodyReadTimeout <= 0:
 		return config{}, errors.New("--body-read-timeout must be positive")
-	case c.keysPoll < router.MinKeyPollInterval || c.keysPoll > router.MaxKeyPollInterval:
-		return config{}, fmt.Errorf("--keys-poll-interval must be within %v..%v", router.MinKeyPollInterval, router.MaxKeyPollInterval)
+	case c.keysPoll < apikeys.MinPollInterval || c.keysPoll > apikeys.MaxPollInterval:
+		return config{}, fmt.Errorf("--keys-poll-interval must be within %v..%v", apikeys.MinPollInterval, apikeys.MaxPollInterval)
 	case c.pollInterval < source.MinPollInterval || c.pollInterval > source.MaxPollInterval:
 		return config{}, fmt.Errorf("--tiers-poll-interval must be within %v..%v", source.MinPollInterval, source.MaxPollInterval)
 	}
@@ -260,9 +261,9 @@ func main() {
 type startedRouter struct {
 	front, admin net.Addr
 	probes       *readiness.Cache
-	notReady     <-chan struct{}         // closed once shutdown made /readyz fail.
-	opened       <-chan struct{}         // closed once requests pass: the predecessor's leases adopted, or none.
-	keyReloads   <-chan router.KeyReload // what the key watches reported, newest dropped when full.
+	notReady     <-chan struct{}       // closed once shutdown made /readyz fail.
+	opened       <-chan struct{}       // closed once requests pass: the predecessor's leases adopted, or none.
+	keyReloads   <-chan apikeys.Reload // what the key watches reported, newest dropped when full.
 }
 
 // keyReloadBuffer bounds the reports kept for the started callback (tests
@@ -288,16 +289,16 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	}
 	logger := cfg.logging.Logger(stderr)
 
-	var keys, token *router.Keys
+	var keys, token *apikeys.Keys
 	if cfg.apiKeysFile != "" {
-		if keys, err = router.LoadKeys(cfg.apiKeysFile); err != nil {
+		if keys, err = apikeys.Load(cfg.apiKeysFile); err != nil {
 			return err
 		}
 	} else {
 		logger.Warn("no --api-keys-file: the front door accepts every request")
 	}
 	if cfg.adminTokenFile != "" {
-		if token, err = router.LoadKeys(cfg.adminTokenFile); err != nil {
+		if token, err = apikeys.Load(cfg.adminTokenFile); err != nil {
 			return err
 		}
 	} else {
@@ -408,15 +409,15 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	}
 	spawn("admin", func() error { return adminSrv.Serve(adminConns.listener(adminLn)) })
 	spawn("readiness", func() error { return probes.Run(runCtx) })
-	reloads := make(chan router.KeyReload, keyReloadBuffer)
+	reloads := make(chan apikeys.Reload, keyReloadBuffer)
 	for _, w := range []struct {
 		name, path string
-		keys       *router.Keys
+		keys       *apikeys.Keys
 	}{{"api keys", cfg.apiKeysFile, keys}, {"admin token", cfg.adminTokenFile, token}} {
 		if w.keys == nil {
 			continue
 		}
-		watch := router.KeyWatch{Path: w.path, Keys: w.keys, Interval: cfg.keysPoll, Report: func(r router.KeyReload) {
+		watch := apikeys.Watch{Path: w.path, Keys: w.keys, Interval: cfg.keysPoll, Report: func(r apikeys.Reload) {
 			logKeyReload(logger, r)
 			select {
 			case reloads <- r:
@@ -538,7 +539,7 @@ func warmUp(ctx context.Context, probes *readiness.Cache, tiers []readiness.Tier
 
 // logKeyReload logs what a key watch reported: the file and the number of
 // keys, never a key.
-func logKeyReload(logger *slog.Logger, r router.KeyReload) {
+func logKeyReload(logger *slog.Logger, r apikeys.Reload) {
 	if r.Err != nil {
 		logger.Warn("key file not reloaded; the keys loaded before stay in force", "file", r.Path, "keys", r.Keys, "error", r.Err.Error())
 		return

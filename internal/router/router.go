@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/sse"
@@ -57,7 +58,7 @@ type Options struct {
 	// admin capacity view. Nil means every member's pressure is unknown.
 	Pressure PressureView
 	// Keys are the API keys of the inference routes. Nil means open.
-	Keys *Keys
+	Keys *apikeys.Keys
 	// TenantHeader, when set, is a request header whose one valid value
 	// names the tenant of an authenticated request, at its key's priority
 	// (docs/CONFIGURATION.md#41-tenants-and-priorities); check the name
@@ -131,7 +132,7 @@ type Router struct {
 	recheck    Rechecker
 	handedOver func(http.ResponseWriter, *http.Request)
 	pressure   PressureView
-	keys       *Keys
+	keys       *apikeys.Keys
 	authed     func(*http.Request) // Options.Authenticated; nil calls nothing.
 	maxBody    int64
 	bodies     *bodyBudget
