@@ -322,7 +322,7 @@ func run(ctx, hurry context.Context, args []string, stdout, stderr io.Writer, st
 	// After each probe, requests waiting in a tier's queue go to a member
 	// that just turned ready (rt is set below, before the probes run).
 	var dispatcher atomic.Pointer[router.Router]
-	probes := readiness.New(readiness.Options{Probed: func() {
+	probes := readiness.New(readiness.Options{Probed: func(string) {
 		if rt := dispatcher.Load(); rt != nil {
 			rt.Dispatch()
 		}
