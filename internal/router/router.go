@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
@@ -492,7 +493,7 @@ func (rt *Router) notAdmitted(w http.ResponseWriter, r *http.Request, body []byt
 func (rt *Router) inputs(key string, adm *admission.Tier, cfg *tierConfig) admission.Inputs {
 	in := admission.Inputs{ReadmitEpoch: adm.ReadmitEpoch()}
 	in.Ready = rt.ready(key, cfg)
-	if cfg.strategy == admission.StrategyCapacity {
+	if cfg.strategy == bounds.StrategyCapacity {
 		in.Pressure = rt.pressures(key, cfg)
 	}
 	return in
