@@ -1,7 +1,7 @@
-// Package bounds holds the bounds and grammars of the ReplicaTier API that
-// other packages rely on: the members of a tier, the member id grammar, the
-// concurrency ceilings, the aliases of a tier and the members one router
-// serves. Each is defined here once; api/v1alpha1 validates against them
+// Package bounds holds the bounds, grammars and closed sets of the
+// ReplicaTier API that other packages rely on: the members of a tier, the
+// member id grammar, the concurrency ceilings, the aliases of a tier, the
+// members one router serves and the strategies. Each is defined here once; api/v1alpha1 validates against them
 // (its CRD markers repeat the numbers, since markers cannot reference
 // constants, and a test checks the generated CRD), and the scheduler, the
 // admission owner, the pressure and readiness caches, the sources and the

@@ -150,6 +150,55 @@ func TestCRDRepeatsTheBounds(t *testing.T) {
 	}
 }
 
+// TestCRDListsTheStrategies proves the strategy enum of the generated CRD
+// is Strategies, in order, and that Validate accepts exactly those (and no
+// strategy) on a replica tier, naming them when it refuses another.
+func TestCRDListsTheStrategies(t *testing.T) {
+	raw, err := os.ReadFile("../../config/crd/bases/sluice.dev_replicatiers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		t.Fatal(err)
+	}
+	enum := dig(t, crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "properties", "strategy", "enum")
+	var want []any
+	for _, s := range bounds.Strategies() {
+		want = append(want, string(s))
+	}
+	if fmt.Sprint(enum) != fmt.Sprint(want) {
+		t.Errorf("CRD spec.strategy enum = %v, want %v", enum, want)
+	}
+	base := validationtable.Base()
+	for _, s := range append(bounds.Strategies(), "") {
+		tier := base.DeepCopy()
+		tier.Spec.Strategy = s
+		if errs := sluicev1.Validate(tier); len(errs) != 0 {
+			t.Errorf("strategy %q: Validate = %v", s, errs)
+		}
+	}
+	tier := base.DeepCopy()
+	tier.Spec.Strategy = "Fastest"
+	err = sluicev1.Validate(tier).ToAggregate()
+	if !hasErrorAt(err, "spec.strategy") || !strings.Contains(err.Error(), `supported values: "RoundRobin", "Capacity"`) {
+		t.Errorf("strategy Fastest: Validate = %v", err)
+	}
+}
+
+// TestStrategyName: a direct tier's empty strategy is named Direct, every
+// other strategy by itself.
+func TestStrategyName(t *testing.T) {
+	if got := bounds.StrategyName(""); got != "Direct" {
+		t.Errorf(`StrategyName("") = %q, want Direct`, got)
+	}
+	for _, s := range bounds.Strategies() {
+		if got := bounds.StrategyName(s); got != string(s) {
+			t.Errorf("StrategyName(%q) = %q", s, got)
+		}
+	}
+}
+
 // hasErrorAt reports whether err names field.
 func hasErrorAt(err error, field string) bool {
 	return err != nil && strings.Contains(err.Error(), field+":")

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // Defaults the CRD applies; Default repeats them for tiers that never pass
@@ -36,16 +38,29 @@ func Default(t *ReplicaTier) {
 	}
 }
 
+// Direct reports whether the spec is a direct tier: one member, which the
+// router proxies to without a strategy.
+func (s *ReplicaTierSpec) Direct() bool {
+	return len(s.Members) <= 1
+}
+
 // EffectiveStrategy is the strategy a tier runs: empty for a direct tier,
 // RoundRobin for a replica tier without one.
 func (s *ReplicaTierSpec) EffectiveStrategy() Strategy {
 	switch {
-	case len(s.Members) <= 1:
+	case s.Direct():
 		return ""
 	case s.Strategy == "":
 		return StrategyRoundRobin
 	}
 	return s.Strategy
+}
+
+// StrategyName names what the tier runs in the router's admin API and the
+// plugin's status: "Direct" for a direct tier, else its effective strategy
+// (bounds.StrategyName).
+func (s *ReplicaTierSpec) StrategyName() string {
+	return bounds.StrategyName(s.EffectiveStrategy())
 }
 
 // EffectiveUpstreamModel is the model name policy a tier runs:

@@ -33,17 +33,19 @@ const (
 	MaxQueueOldestWaitSeconds = bounds.MaxQueueWaitMillis / 1000
 )
 
-// Strategy selects how the router picks a member of a replica tier.
-// +kubebuilder:validation:Enum=RoundRobin;Capacity
-type Strategy string
+// Strategy selects how the router picks a member of a replica tier. It is
+// bounds.Strategy, the one strategy type the admission owner runs too; the
+// Enum marker on ReplicaTierSpec.Strategy lists bounds.Strategies (a test
+// reads the generated CRD).
+type Strategy = bounds.Strategy
 
 const (
 	// StrategyRoundRobin rotates over the eligible members. It is what a
 	// replica tier without a strategy does.
-	StrategyRoundRobin Strategy = "RoundRobin"
+	StrategyRoundRobin = bounds.StrategyRoundRobin
 	// StrategyCapacity picks the least-loaded eligible member by router
 	// reservations, then by fresh engine pressure, then by rotation.
-	StrategyCapacity Strategy = "Capacity"
+	StrategyCapacity = bounds.StrategyCapacity
 )
 
 // UpstreamModel selects the model name the router sends to a member in the
@@ -91,6 +93,15 @@ const (
 	// EngineTGI reads Text Generation Inference's metrics.
 	EngineTGI Engine = "tgi"
 )
+
+// Engines returns every engine, in the order of Engine's Enum marker; it is
+// what Validate accepts. The router's pressure adapters (internal/pressure)
+// are the source of these dialects, and a test there ties this list, the
+// marker and the generated CRD to them. The slice is new and owned by the
+// caller.
+func Engines() []Engine {
+	return []Engine{EngineVLLM, EngineSGLang, EngineLlamaCPP, EngineTGI}
+}
 
 // QuiesceReason is a short machine-readable reason for quiescing a member,
 // such as "driver-upgrade".
@@ -146,6 +157,7 @@ type ReplicaTierSpec struct {
 
 	// Strategy selects how a replica tier picks a member. Absent means
 	// RoundRobin; it must be absent on a direct tier (one member).
+	// +kubebuilder:validation:Enum=RoundRobin;Capacity
 	// +optional
 	Strategy Strategy `json:"strategy,omitempty"`
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -96,11 +97,8 @@ func ValidateSpec(s *ReplicaTierSpec, path *field.Path) field.ErrorList {
 	errs = append(errs, validateString(s.NodeName, path.Child("nodeName"), 1, maxNodeNameLength, nil)...)
 	errs = append(errs, validateAliases(s.Aliases, path.Child("aliases"))...)
 	errs = append(errs, validateString(s.ServedModel, path.Child("servedModel"), 1, maxServedModelLength, nil)...)
-	switch s.Strategy {
-	case "", StrategyRoundRobin, StrategyCapacity:
-	default:
-		errs = append(errs, field.NotSupported(path.Child("strategy"), s.Strategy,
-			[]string{string(StrategyRoundRobin), string(StrategyCapacity)}))
+	if s.Strategy != "" && !slices.Contains(bounds.Strategies(), s.Strategy) {
+		errs = append(errs, field.NotSupported(path.Child("strategy"), s.Strategy, bounds.Strategies()))
 	}
 	switch s.UpstreamModel {
 	case "", UpstreamModelServedModel, UpstreamModelAlias:
@@ -202,13 +200,11 @@ func validateMembers(members []Member, path *field.Path) field.ErrorList {
 		errs = append(errs, validateCeiling(m.MaxConcurrency, p.Child("maxConcurrency"))...)
 		if m.Metrics != nil {
 			mp := p.Child("metrics")
-			switch m.Metrics.Engine {
-			case EngineVLLM, EngineSGLang, EngineLlamaCPP, EngineTGI:
-			case "":
+			switch e := m.Metrics.Engine; {
+			case e == "":
 				errs = append(errs, field.Required(mp.Child("engine"), ""))
-			default:
-				errs = append(errs, field.NotSupported(mp.Child("engine"), m.Metrics.Engine,
-					[]string{string(EngineVLLM), string(EngineSGLang), string(EngineLlamaCPP), string(EngineTGI)}))
+			case !slices.Contains(Engines(), e):
+				errs = append(errs, field.NotSupported(mp.Child("engine"), e, Engines()))
 			}
 			if m.Metrics.Path != "" {
 				errs = append(errs, validateString(m.Metrics.Path, mp.Child("path"), 0, maxMetricsPathLength, metricsPathRE)...)

@@ -85,16 +85,23 @@ func TestEffectiveStrategy(t *testing.T) {
 		members  int
 		strategy sluicev1.Strategy
 		want     sluicev1.Strategy
+		wantName string // what the admin API and the plugin's status show.
 	}{
-		{"direct", 1, "", ""},
-		{"replica without strategy", 2, "", sluicev1.StrategyRoundRobin},
-		{"round robin", 3, sluicev1.StrategyRoundRobin, sluicev1.StrategyRoundRobin},
-		{"capacity", 2, sluicev1.StrategyCapacity, sluicev1.StrategyCapacity},
+		{"direct", 1, "", "", "Direct"},
+		{"replica without strategy", 2, "", sluicev1.StrategyRoundRobin, "RoundRobin"},
+		{"round robin", 3, sluicev1.StrategyRoundRobin, sluicev1.StrategyRoundRobin, "RoundRobin"},
+		{"capacity", 2, sluicev1.StrategyCapacity, sluicev1.StrategyCapacity, "Capacity"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			s := sluicev1.ReplicaTierSpec{Strategy: tc.strategy, Members: make([]sluicev1.Member, tc.members)}
 			if got := s.EffectiveStrategy(); got != tc.want {
 				t.Errorf("EffectiveStrategy() = %q, want %q", got, tc.want)
+			}
+			if got := s.Direct(); got != (tc.members == 1) {
+				t.Errorf("Direct() = %v with %d members", got, tc.members)
+			}
+			if got := s.StrategyName(); got != tc.wantName {
+				t.Errorf("StrategyName() = %q, want %q", got, tc.wantName)
 			}
 		})
 	}

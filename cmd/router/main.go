@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/cmdline"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/router"
@@ -137,7 +138,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.adminListen, "admin-listen", "", "admin listen address (default "+filesAdminListen+" in files mode, "+kubeAdminListen+" in kube mode)")
 	fs.StringVar(&c.apiKeysFile, "api-keys-file", "", "file of bearer API keys, one a line, reread when it changes; none means the front door is open")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, reread when it changes; none means /admin/v1 is open")
-	fs.DurationVar(&c.keysPoll, "keys-poll-interval", router.DefaultKeyPollInterval, "how often the key and token files are reread")
+	fs.DurationVar(&c.keysPoll, "keys-poll-interval", apikeys.DefaultPollInterval, "how often the key and token files are reread")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.BoolVar(&c.enablePprof, "enable-pprof", false, "serve Go's profiles at /debug/pprof/ on the admin listener, behind the admin token (needs --admin-token-file)")
 	fs.BoolVar(&c.accessLog, "access-log", false, "log every request's line at INFO (without it, only failed exchanges are logged at WARN, the rest at DEBUG)")
@@ -203,8 +204,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("--max-unauthenticated-connections must be within 1..--max-connections")
 	case c.bodyReadTimeout <= 0:
 		return config{}, errors.New("--body-read-timeout must be positive")
-	case c.keysPoll < router.MinKeyPollInterval || c.keysPoll > router.MaxKeyPollInterval:
-		return config{}, fmt.Errorf("--keys-poll-interval must be within %v..%v", router.MinKeyPollInterval, router.MaxKeyPollInterval)
+	case c.keysPoll < apikeys.MinPollInterval || c.keysPoll > apikeys.MaxPollInterval:
+		return config{}, fmt.Errorf("--keys-poll-interval must be within %v..%v", apikeys.MinPollInterval, apikeys.MaxPollInterval)
 	case c.pollInterval < source.MinPollInterval || c.pollInterval > source.MaxPollInterval:
 		return config{}, fmt.Errorf("--tiers-poll-interval must be within %v..%v", source.MinPollInterval, source.MaxPollInterval)
 	}
@@ -225,9 +226,9 @@ func main() {
 type startedRouter struct {
 	front, admin net.Addr
 	probes       *readiness.Cache
-	notReady     <-chan struct{}         // closed once shutdown made /readyz fail.
-	opened       <-chan struct{}         // closed once requests pass: the predecessor's leases adopted, or none.
-	keyReloads   <-chan router.KeyReload // what the key watches reported, newest dropped when full.
+	notReady     <-chan struct{}       // closed once shutdown made /readyz fail.
+	opened       <-chan struct{}       // closed once requests pass: the predecessor's leases adopted, or none.
+	keyReloads   <-chan apikeys.Reload // what the key watches reported, newest dropped when full.
 }
 
 // run starts the router and blocks until ctx ends (SIGTERM) or a part

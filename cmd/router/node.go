@@ -111,7 +111,7 @@ func (n *node) newRouter() {
 	// After each probe, requests waiting in a tier's queue go to a member
 	// that just turned ready (rt is set below, before the probes run).
 	var dispatcher atomic.Pointer[router.Router]
-	n.probes = readiness.New(readiness.Options{Probed: func() {
+	n.probes = readiness.New(readiness.Options{Probed: func(string) {
 		if rt := dispatcher.Load(); rt != nil {
 			rt.Dispatch()
 		}

@@ -22,7 +22,7 @@ const (
 	idleTimeout = 120 * time.Second
 	// maxHeaderBytes bounds a request's header block on both listeners
 	// (net/http's default is 1 MiB). An API key (at most
-	// router.MaxKeyLength, 4 KiB), a request id, tracing headers and the
+	// apikeys.MaxKeyLength, 4 KiB), a request id, tracing headers and the
 	// usual client headers fit many times over in 64 KiB, and each
 	// connection reading headers pins at most that much.
 	maxHeaderBytes = 64 << 10

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
@@ -13,7 +14,7 @@ import (
 var ab = []string{"a", "b"}
 
 func capacityTier(t testing.TB, ceiling int, memberIDs ...string) *admission.Tier {
-	return newTier(t, admission.Config{Strategy: admission.StrategyCapacity, Members: members(ceiling, memberIDs...)})
+	return newTier(t, admission.Config{Strategy: bounds.StrategyCapacity, Members: members(ceiling, memberIDs...)})
 }
 
 // TestAcquireDecisive replays the acceptance sequence through the admission
@@ -114,7 +115,7 @@ func TestSelectionNilWithoutCapacity(t *testing.T) {
 // equal members and expects every member selected exactly k times.
 func TestAcquireFairness(t *testing.T) {
 	const k = 7
-	for _, strategy := range []admission.Strategy{admission.StrategyRoundRobin, admission.StrategyCapacity} {
+	for _, strategy := range []bounds.Strategy{bounds.StrategyRoundRobin, bounds.StrategyCapacity} {
 		for _, n := range []int{2, 4, 16} {
 			t.Run(fmt.Sprintf("%s/%d", strategy, n), func(t *testing.T) {
 				all := ids(n)
@@ -170,7 +171,7 @@ func TestAcquireRefusals(t *testing.T) {
 	type setup func(t *testing.T, tier *admission.Tier) []*admission.Lease
 	tests := []struct {
 		desc     string
-		strategy admission.Strategy
+		strategy bounds.Strategy
 		tierMax  int
 		setup    setup
 		ready    map[string]bool
@@ -203,7 +204,7 @@ func TestAcquireRefusals(t *testing.T) {
 			}},
 	}
 	for _, tt := range tests {
-		for _, strategy := range []admission.Strategy{admission.StrategyRoundRobin, admission.StrategyCapacity} {
+		for _, strategy := range []bounds.Strategy{bounds.StrategyRoundRobin, bounds.StrategyCapacity} {
 			t.Run(fmt.Sprintf("%s/%s", tt.desc, strategy), func(t *testing.T) {
 				tier := newTier(t, admission.Config{Strategy: strategy, MaxConcurrency: tt.tierMax, Members: members(1, ab...)})
 				var held []*admission.Lease
@@ -279,7 +280,7 @@ func TestAcquireInvalidInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			all := []string{"a", "b", "c"}
-			cfg := admission.Config{Strategy: admission.StrategyCapacity, Members: members(3, all...)}
+			cfg := admission.Config{Strategy: bounds.StrategyCapacity, Members: members(3, all...)}
 			tier, twin := newTier(t, cfg), newTier(t, cfg)
 			// Move both cursors to b and give both one lease on a.
 			for _, x := range []*admission.Tier{tier, twin} {

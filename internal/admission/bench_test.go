@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
@@ -14,14 +15,14 @@ import (
 // benchTier returns a tier of n members (one member: a direct tier) and the
 // inputs a router would pass: everything ready, every member with a fresh
 // pressure sample.
-func benchTier(b *testing.B, strategy admission.Strategy, n int) (*admission.Tier, admission.Inputs) {
+func benchTier(b *testing.B, strategy bounds.Strategy, n int) (*admission.Tier, admission.Inputs) {
 	all := ids(n)
 	if n == 1 {
 		strategy = ""
 	}
 	tier := newTier(b, admission.Config{Strategy: strategy, Members: members(64, all...)})
 	in := admission.Inputs{Ready: ready(all)}
-	if strategy == admission.StrategyCapacity {
+	if strategy == bounds.StrategyCapacity {
 		in.Pressure = make(map[string]scheduler.Pressure, n)
 		for i, id := range all {
 			in.Pressure[id] = fresh(int64(1000 * (i % 3)))
@@ -32,13 +33,13 @@ func benchTier(b *testing.B, strategy admission.Strategy, n int) (*admission.Tie
 
 func BenchmarkAcquireRelease(b *testing.B) {
 	cases := []struct {
-		strategy admission.Strategy
+		strategy bounds.Strategy
 		n        int
 	}{{"Direct", 1}}
-	for _, s := range []admission.Strategy{admission.StrategyRoundRobin, admission.StrategyCapacity} {
+	for _, s := range []bounds.Strategy{bounds.StrategyRoundRobin, bounds.StrategyCapacity} {
 		for _, n := range []int{2, 4, 16} {
 			cases = append(cases, struct {
-				strategy admission.Strategy
+				strategy bounds.Strategy
 				n        int
 			}{s, n})
 		}
@@ -59,7 +60,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 func BenchmarkAcquireReleaseParallel(b *testing.B) {
-	for _, strategy := range []admission.Strategy{admission.StrategyRoundRobin, admission.StrategyCapacity} {
+	for _, strategy := range []bounds.Strategy{bounds.StrategyRoundRobin, bounds.StrategyCapacity} {
 		b.Run(fmt.Sprintf("strategy=%s/members=16", strategy), func(b *testing.B) {
 			tier, in := benchTier(b, strategy, 16)
 			b.ReportAllocs()
@@ -87,7 +88,7 @@ func BenchmarkAcquireReleaseTiers(b *testing.B) {
 			tiers := make([]*admission.Tier, count)
 			inputs := make([]admission.Inputs, count)
 			for i := range tiers {
-				tiers[i], inputs[i] = benchTier(b, admission.StrategyCapacity, 4)
+				tiers[i], inputs[i] = benchTier(b, bounds.StrategyCapacity, 4)
 			}
 			b.ReportAllocs()
 			i := 0
@@ -109,7 +110,7 @@ func BenchmarkAcquireReleaseTiers(b *testing.B) {
 // with a queue that never fills: what a request that does not wait pays for
 // the queue being there.
 func BenchmarkWaitNoWait(b *testing.B) {
-	for _, strategy := range []admission.Strategy{admission.StrategyRoundRobin, admission.StrategyCapacity} {
+	for _, strategy := range []bounds.Strategy{bounds.StrategyRoundRobin, bounds.StrategyCapacity} {
 		b.Run(fmt.Sprintf("strategy=%s/members=16", strategy), func(b *testing.B) {
 			all := ids(16)
 			tier := newTier(b, admission.Config{Strategy: strategy, Members: members(64, all...),

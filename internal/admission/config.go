@@ -28,26 +28,13 @@ const (
 	MaxReasonLength = 63
 )
 
-// Strategy is how a tier of two or more members picks a member.
-type Strategy string
-
-// The strategies a Config may name.
-const (
-	// StrategyRoundRobin rotates over the eligible members. It is the
-	// strategy of a multi-member tier whose Config leaves Strategy empty.
-	StrategyRoundRobin Strategy = "RoundRobin"
-	// StrategyCapacity ranks the eligible members with scheduler.Rank by local
-	// load, upstream pressure and rotation. Every member needs a ceiling.
-	StrategyCapacity Strategy = "Capacity"
-)
-
 // MemberConfig is one member of a tier.
 type MemberConfig struct {
 	// ID is the member id; it must match bounds.ValidMemberID and be
 	// unique within the tier.
 	ID string
 	// MaxConcurrency is the member's ceiling, MinConcurrency..MaxConcurrency.
-	// Zero means the member has no ceiling of its own; StrategyCapacity
+	// Zero means the member has no ceiling of its own; bounds.StrategyCapacity
 	// requires one for every member.
 	MaxConcurrency int
 }
@@ -56,9 +43,10 @@ type MemberConfig struct {
 //
 // Rules: 1..MaxMembers members with unique valid ids, in any order; Strategy
 // must be empty for a single member (a direct tier) and empty (meaning
-// StrategyRoundRobin), StrategyRoundRobin or StrategyCapacity otherwise;
-// StrategyCapacity requires every member's MaxConcurrency; every non-zero
-// ceiling is within MinConcurrency..MaxConcurrency.
+// bounds.StrategyRoundRobin), bounds.StrategyRoundRobin or
+// bounds.StrategyCapacity otherwise; bounds.StrategyCapacity requires every
+// member's MaxConcurrency; every non-zero ceiling is within
+// MinConcurrency..MaxConcurrency.
 //
 // The tier ceiling is MaxConcurrency when set; otherwise the sum of the member
 // ceilings when every member has one; otherwise the tier is unbounded. A
@@ -67,7 +55,7 @@ type MemberConfig struct {
 // strategy.
 type Config struct {
 	// Strategy is the selection strategy; the zero value is described above.
-	Strategy Strategy
+	Strategy bounds.Strategy
 	// MaxConcurrency is the aggregate tier ceiling, never multiplied by the
 	// member count. Zero means absent.
 	MaxConcurrency int
@@ -122,8 +110,8 @@ func (q *Queue) validate() error {
 // plan is a validated Config: members sorted by id, effective strategy and
 // effective tier ceiling. It shares nothing with the caller's Config.
 type plan struct {
-	strategy Strategy // empty for a direct tier.
-	ceiling  int      // 0 = unbounded.
+	strategy bounds.Strategy // empty for a direct tier.
+	ceiling  int             // 0 = unbounded.
 	members  []MemberConfig
 	ids      []string
 	queue    Queue // zero MaxRequests: no queue.
@@ -149,8 +137,8 @@ func (cfg Config) validate() (plan, error) {
 	case n == 1 && p.strategy != "":
 		return plan{}, fmt.Errorf("%w: a strategy is forbidden on a direct tier", ErrInvalidConfig)
 	case n > 1 && p.strategy == "":
-		p.strategy = StrategyRoundRobin
-	case n > 1 && p.strategy != StrategyRoundRobin && p.strategy != StrategyCapacity:
+		p.strategy = bounds.StrategyRoundRobin
+	case n > 1 && p.strategy != bounds.StrategyRoundRobin && p.strategy != bounds.StrategyCapacity:
 		return plan{}, fmt.Errorf("%w: unknown strategy", ErrInvalidConfig)
 	}
 	if !ceilingValid(cfg.MaxConcurrency) {
@@ -167,7 +155,7 @@ func (cfg Config) validate() (plan, error) {
 			return plan{}, fmt.Errorf("%w: duplicate member id %q", ErrInvalidConfig, m.ID)
 		case !ceilingValid(m.MaxConcurrency):
 			return plan{}, fmt.Errorf("%w: member %q maxConcurrency outside %d..%d", ErrInvalidConfig, m.ID, MinConcurrency, MaxConcurrency)
-		case m.MaxConcurrency == 0 && p.strategy == StrategyCapacity:
+		case m.MaxConcurrency == 0 && p.strategy == bounds.StrategyCapacity:
 			return plan{}, fmt.Errorf("%w: member %q needs maxConcurrency under the Capacity strategy", ErrInvalidConfig, m.ID)
 		}
 		p.ids[i] = m.ID

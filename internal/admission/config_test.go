@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 )
 
@@ -19,10 +20,10 @@ func TestNewValidation(t *testing.T) {
 		{"invalid id", admission.Config{Members: members(0, "gpu0", "GPU1")}},
 		{"empty id", admission.Config{Members: members(0, "")}},
 		{"duplicate id", admission.Config{Members: members(0, "a", "b", "a")}},
-		{"strategy on a direct tier", admission.Config{Strategy: admission.StrategyRoundRobin, Members: members(1, "a")}},
-		{"capacity on a direct tier", admission.Config{Strategy: admission.StrategyCapacity, Members: members(1, "a")}},
+		{"strategy on a direct tier", admission.Config{Strategy: bounds.StrategyRoundRobin, Members: members(1, "a")}},
+		{"capacity on a direct tier", admission.Config{Strategy: bounds.StrategyCapacity, Members: members(1, "a")}},
 		{"unknown strategy", admission.Config{Strategy: "LeastConn", Members: members(1, "a", "b")}},
-		{"capacity without every ceiling", admission.Config{Strategy: admission.StrategyCapacity,
+		{"capacity without every ceiling", admission.Config{Strategy: bounds.StrategyCapacity,
 			Members: []admission.MemberConfig{{ID: "a", MaxConcurrency: 2}, {ID: "b"}}}},
 		{"member ceiling negative", admission.Config{Members: members(-1, "a", "b")}},
 		{"member ceiling above bound", admission.Config{Members: members(100_001, "a", "b")}},
@@ -44,18 +45,18 @@ func TestTierCeilingAndStrategy(t *testing.T) {
 		desc         string
 		cfg          admission.Config
 		wantCeiling  int
-		wantStrategy admission.Strategy
+		wantStrategy bounds.Strategy
 	}{
-		{"tier ceiling wins, never multiplied", admission.Config{MaxConcurrency: 3, Members: members(2, "a", "b")}, 3, admission.StrategyRoundRobin},
-		{"sum of member ceilings", admission.Config{Strategy: admission.StrategyCapacity,
-			Members: []admission.MemberConfig{{ID: "a", MaxConcurrency: 3}, {ID: "b", MaxConcurrency: 2}}}, 5, admission.StrategyCapacity},
+		{"tier ceiling wins, never multiplied", admission.Config{MaxConcurrency: 3, Members: members(2, "a", "b")}, 3, bounds.StrategyRoundRobin},
+		{"sum of member ceilings", admission.Config{Strategy: bounds.StrategyCapacity,
+			Members: []admission.MemberConfig{{ID: "a", MaxConcurrency: 3}, {ID: "b", MaxConcurrency: 2}}}, 5, bounds.StrategyCapacity},
 		{"a member without ceiling leaves the tier unbounded", admission.Config{
-			Members: []admission.MemberConfig{{ID: "a", MaxConcurrency: 3}, {ID: "b"}}}, 0, admission.StrategyRoundRobin},
-		{"explicit round robin", admission.Config{Strategy: admission.StrategyRoundRobin, Members: members(0, "a", "b")}, 0, admission.StrategyRoundRobin},
+			Members: []admission.MemberConfig{{ID: "a", MaxConcurrency: 3}, {ID: "b"}}}, 0, bounds.StrategyRoundRobin},
+		{"explicit round robin", admission.Config{Strategy: bounds.StrategyRoundRobin, Members: members(0, "a", "b")}, 0, bounds.StrategyRoundRobin},
 		{"direct with member ceiling", admission.Config{Members: members(7, "a")}, 7, ""},
 		{"direct unbounded", admission.Config{Members: members(0, "a")}, 0, ""},
 		{"direct with tier ceiling", admission.Config{MaxConcurrency: 2, Members: members(7, "a")}, 2, ""},
-		{"bounds accepted", admission.Config{MaxConcurrency: 100_000, Strategy: admission.StrategyCapacity, Members: members(100_000, ids(16)...)}, 100_000, admission.StrategyCapacity},
+		{"bounds accepted", admission.Config{MaxConcurrency: 100_000, Strategy: bounds.StrategyCapacity, Members: members(100_000, ids(16)...)}, 100_000, bounds.StrategyCapacity},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 )
 
@@ -136,7 +137,7 @@ func TestHandOverExactUnderConcurrency(t *testing.T) {
 		rounds  = 500 // acquire/release pairs each, bounding the test.
 	)
 	all := ids(4)
-	tier := newTier(t, admission.Config{Strategy: admission.StrategyRoundRobin, Members: members(3, all...)})
+	tier := newTier(t, admission.Config{Strategy: bounds.StrategyRoundRobin, Members: members(3, all...)})
 	in := admission.Inputs{Ready: ready(all)}
 	start := make(chan struct{})
 	var wg sync.WaitGroup

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
@@ -82,7 +83,7 @@ func TestConcurrentCeilings(t *testing.T) {
 		tierMax    = 4
 	)
 	ceilings := map[string]int64{"a": 3, "b": 2}
-	for _, strategy := range []admission.Strategy{admission.StrategyRoundRobin, admission.StrategyCapacity} {
+	for _, strategy := range []bounds.Strategy{bounds.StrategyRoundRobin, bounds.StrategyCapacity} {
 		t.Run(string(strategy), func(t *testing.T) {
 			tier := newTier(t, admission.Config{Strategy: strategy, MaxConcurrency: tierMax, Members: []admission.MemberConfig{
 				{ID: "a", MaxConcurrency: 3}, {ID: "b", MaxConcurrency: 2},
@@ -126,7 +127,7 @@ func TestConcurrentCeilings(t *testing.T) {
 					in.Ready["a"] = false
 					want = 2 // b's ceiling.
 				}
-				if strategy == admission.StrategyCapacity {
+				if strategy == bounds.StrategyCapacity {
 					in.Pressure = map[string]scheduler.Pressure{"a": fresh(int64(round % 5)), "b": fresh(2)}
 				}
 				start, tried := make(chan struct{}), make(chan struct{})
@@ -188,7 +189,7 @@ func TestConcurrentCeilings(t *testing.T) {
 // TestConcurrentChurn interleaves acquires and immediate releases from many
 // goroutines with quiesce changes, and checks the same invariants.
 func TestConcurrentChurn(t *testing.T) {
-	tier := newTier(t, admission.Config{Strategy: admission.StrategyCapacity, MaxConcurrency: 4, Members: []admission.MemberConfig{
+	tier := newTier(t, admission.Config{Strategy: bounds.StrategyCapacity, MaxConcurrency: 4, Members: []admission.MemberConfig{
 		{ID: "a", MaxConcurrency: 3}, {ID: "b", MaxConcurrency: 2},
 	}})
 	holders := map[string]*highWater{"a": {}, "b": {}}

@@ -12,6 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 )
 
@@ -69,7 +70,7 @@ func newQueueModel(t testing.TB) *queueModel {
 		notReady: map[string]bool{}, quiesced: map[string]bool{}, last: map[string]int{}, ends: map[string]int{},
 		queued: make(chan struct{}, 64), results: make(chan modelResult, 64), live: map[int]*modelWaiter{},
 	}
-	m.cfg = admission.Config{Strategy: admission.StrategyCapacity, Members: members(2, m.ids...),
+	m.cfg = admission.Config{Strategy: bounds.StrategyCapacity, Members: members(2, m.ids...),
 		Queue: &admission.Queue{MaxRequests: 6, MaxWait: 3 * time.Second, MaxRequestsPerTenant: 4}}
 	tier, err := admission.New(m.cfg, admission.WithClock(m.clock), admission.WithInputs(m.inputs),
 		admission.WithQueued(func() { m.queued <- struct{}{} }))

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 )
 
@@ -192,8 +193,8 @@ func TestReconfigureInvalidChangesNothing(t *testing.T) {
 	before := tier.Snapshot()
 	bad := []admission.Config{
 		{Members: members(5, "a", "a")},
-		{Strategy: admission.StrategyCapacity, Members: []admission.MemberConfig{{ID: "a", MaxConcurrency: 1}, {ID: "b"}}},
-		{Strategy: admission.StrategyRoundRobin, Members: members(5, "a")},
+		{Strategy: bounds.StrategyCapacity, Members: []admission.MemberConfig{{ID: "a", MaxConcurrency: 1}, {ID: "b"}}},
+		{Strategy: bounds.StrategyRoundRobin, Members: members(5, "a")},
 		{},
 	}
 	for _, cfg := range bad {
@@ -223,14 +224,14 @@ func TestReconfigureStrategy(t *testing.T) {
 	if l.Selection() != nil {
 		t.Fatal("RoundRobin lease has a selection")
 	}
-	mustReconfigure(t, tier, admission.Config{Strategy: admission.StrategyCapacity, Members: members(2, ab...)})
+	mustReconfigure(t, tier, admission.Config{Strategy: bounds.StrategyCapacity, Members: members(2, ab...)})
 	l2 := acquire(t, tier, admission.Inputs{Ready: ready(ab)})
 	if l2.Selection() == nil || l2.Member() != "b" {
 		t.Fatalf("Capacity lease after reconfigure: member %q selection %+v, want b with a selection", l2.Member(), l2.Selection())
 	}
 	l.Release()
 	l2.Release()
-	if s := tier.Snapshot(); s.Strategy != admission.StrategyCapacity || s.Active != 0 {
+	if s := tier.Snapshot(); s.Strategy != bounds.StrategyCapacity || s.Active != 0 {
 		t.Fatalf("snapshot: %+v", s)
 	}
 }
@@ -240,7 +241,7 @@ func TestApplySetsMembershipAndIntentTogether(t *testing.T) {
 	if err := tier.Quiesce(admission.MemberScope("a"), "old"); err != nil {
 		t.Fatal(err)
 	}
-	cfg := admission.Config{Strategy: admission.StrategyCapacity, Members: members(2, "a", "b", "c")}
+	cfg := admission.Config{Strategy: bounds.StrategyCapacity, Members: members(2, "a", "b", "c")}
 	if err := tier.Apply(cfg, admission.Intent{Members: map[string]string{"c": "burn-in"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package admission
 import (
 	"slices"
 	"strings"
+
+	"github.com/sluice-dev/sluice/api/bounds"
 )
 
 // Phase is the effective admission phase of a member, as ReplicaTier status
@@ -25,9 +27,9 @@ const (
 // lock. It shares nothing with the tier. Active always equals the sum of the
 // members' Active.
 type Snapshot struct {
-	// Strategy is the effective strategy: StrategyRoundRobin or
-	// StrategyCapacity, or empty for a direct tier.
-	Strategy Strategy
+	// Strategy is the effective strategy: bounds.StrategyRoundRobin or
+	// bounds.StrategyCapacity, or empty for a direct tier.
+	Strategy bounds.Strategy
 	// Active is the tier's reservation count, including leases held on
 	// removed members.
 	Active int

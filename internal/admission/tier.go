@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -69,8 +70,8 @@ func WithInputs(f func() Inputs) Option { return func(t *Tier) { t.inputs = f } 
 // membership is the immutable part of a configuration that input validation
 // depends on.
 type membership struct {
-	strategy Strategy // empty for a direct tier.
-	ids      []string // sorted by id.
+	strategy bounds.Strategy // empty for a direct tier.
+	ids      []string        // sorted by id.
 }
 
 // member is the admission state of one member. A Lease points at it, so a
@@ -219,7 +220,7 @@ func (v *membership) copyInputs(in Inputs, ready *[MaxMembers]bool, pressure *[M
 	if len(in.Ready) != len(v.ids) {
 		return fmt.Errorf("%w: readiness names a member outside the tier", ErrInvalidInput)
 	}
-	if v.strategy != StrategyCapacity {
+	if v.strategy != bounds.StrategyCapacity {
 		return nil
 	}
 	found := 0
@@ -253,7 +254,7 @@ func (t *Tier) admitLocked(v *membership, ready *[MaxMembers]bool, pressure *[Ma
 	if t.ceiling > 0 && t.active >= t.ceiling {
 		return nil, ErrTierFull
 	}
-	if v.strategy == StrategyCapacity {
+	if v.strategy == bounds.StrategyCapacity {
 		return t.rankLocked(v, ready, pressure)
 	}
 	n := len(t.members)

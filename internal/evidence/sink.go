@@ -39,6 +39,12 @@ type FileSinkOptions struct {
 	// QueueSize is how many records may wait for the writer, 1..MaxQueueSize.
 	// Zero means DefaultQueueSize.
 	QueueSize int
+	// BeforeWrite, when set, is called on the writer goroutine before each
+	// record is written. While it runs the writer holds that record, so
+	// later records wait in the queue and are dropped once it is full; a
+	// caller that needs the writer at a known point (a full queue, a file
+	// replaced under it) blocks it there. Nil means no call.
+	BeforeWrite func()
 }
 
 // SinkDrops counts the records a FileSink did not write.
@@ -78,8 +84,7 @@ type FileSink struct {
 	line     []byte
 	closeErr error
 
-	// beforeWrite, when set (tests only), runs on the writer goroutine
-	// before each record is written.
+	// beforeWrite is FileSinkOptions.BeforeWrite; nil calls nothing.
 	beforeWrite func()
 }
 
@@ -96,6 +101,8 @@ func OpenFileSink(opts FileSinkOptions) (*FileSink, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		line:     make([]byte, 0, 1024),
+
+		beforeWrite: opts.BeforeWrite,
 	}
 	if s.maxBytes == 0 {
 		s.maxBytes = DefaultFileMaxBytes

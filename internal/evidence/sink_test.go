@@ -98,22 +98,19 @@ func TestSinkRotates(t *testing.T) {
 // blocks nor grows the queue: records beyond it are dropped and counted.
 func TestSinkDropsWhenFull(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "decisions.jsonl")
-	s, err := OpenFileSink(FileSinkOptions{Path: path, QueueSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The hook is set before any record is queued; the writer reads it
-	// only after taking a record from the queue, which orders the two.
 	// Only the first write blocks: it waits until the test receives on
 	// entered (a blocking send, whatever the goroutines' timing), then
 	// until release.
 	entered, release := make(chan struct{}), make(chan struct{})
 	var first sync.Once
-	s.beforeWrite = func() {
+	s, err := OpenFileSink(FileSinkOptions{Path: path, QueueSize: 2, BeforeWrite: func() {
 		first.Do(func() {
 			entered <- struct{}{}
 			<-release
 		})
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	r := refusedRecord()
 	s.Enqueue(r)
@@ -169,12 +166,11 @@ func TestSinkWriteErrorsAreCounted(t *testing.T) {
 	path := filepath.Join(dir, "decisions.jsonl")
 	r := refusedRecord()
 	line, _ := r.AppendJSON(nil)
-	s := openSink(t, FileSinkOptions{Path: path, MaxBytes: int64(len(line))})
 	entered, release := make(chan struct{}), make(chan struct{})
-	s.beforeWrite = func() {
+	s := openSink(t, FileSinkOptions{Path: path, MaxBytes: int64(len(line)), BeforeWrite: func() {
 		<-entered
 		<-release
-	}
+	}})
 	s.Enqueue(r) // fills the file; the next record rotates.
 	s.Enqueue(r)
 	entered <- struct{}{} // the first write may proceed ...

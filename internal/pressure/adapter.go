@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -59,6 +61,14 @@ var dialects = map[Engine]dialect{
 		running: []string{"tgi_batch_current_size"},
 		waiting: []string{"tgi_queue_size"},
 	},
+}
+
+// Engines returns the engines with an adapter, sorted by name: the closed
+// set of metrics dialects, defined once by the adapter table. The API's
+// Engine enum and Validate, and enginesim's flavors, are tested against
+// it. The slice is new and owned by the caller.
+func Engines() []Engine {
+	return slices.Sorted(maps.Keys(dialects))
 }
 
 // ParseEngine returns the Engine named name, or ErrUnknownEngine. Config

@@ -35,14 +35,13 @@ func BenchmarkParseNormalize(b *testing.B) {
 func BenchmarkSnapshot(b *testing.B) {
 	clk := clocktesting.NewFakeClock(epoch)
 	coll := newFakeCollector()
-	c := New(Options{Clock: clk, Collector: coll})
-	defer c.Close()
 	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p"}
+	published := make(chan string, len(ids))
+	c := New(Options{Clock: clk, Collector: coll, Sampled: func(id string) { published <- id }})
+	defer c.Close()
 	if err := c.Reconfigure([]Tier{tier("t", ids...)}); err != nil {
 		b.Fatal(err)
 	}
-	published := make(chan string, len(ids))
-	c.published = func(id string) { published <- id }
 	mustSnapshot(b, c, "t")
 	for range ids {
 		coll.next(b).answer(telemetry(), nil)

@@ -41,6 +41,12 @@ type Options struct {
 	// Collector samples one member. Its zero value (nil) is an HTTPCollector
 	// with its zero value.
 	Collector Collector
+	// Sampled, when set, is called with the member's id after each
+	// refresh's sample was published for Snapshot (or discarded), on the
+	// collecting goroutine and outside the Cache's locks; it must return at
+	// once. A caller that steps the Cache's clock or answers its Collector
+	// waits on it to know a refresh is done. Nil means no call.
+	Sampled func(memberID string)
 }
 
 // Tier registers one Capacity tier with a Cache: its key and
@@ -78,7 +84,6 @@ type Cache struct {
 	clock     clock.PassiveClock
 	collector Collector
 	polls     *memberpoll.Runtime[Member, scheduler.Pressure, scheduler.Pressure]
-	published func(memberID string) // tests only: after each refresh was published or discarded
 }
 
 // New returns an empty Cache. It starts no goroutine; register tiers with
@@ -87,7 +92,6 @@ func New(opts Options) *Cache {
 	c := &Cache{
 		clock:     cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{}),
 		collector: cmp.Or[Collector](opts.Collector, HTTPCollector{}),
-		published: func(string) {},
 	}
 	c.polls = memberpoll.New(memberpoll.Options[Member, scheduler.Pressure, scheduler.Pressure]{
 		Clock:          c.clock,
@@ -98,7 +102,7 @@ func New(opts Options) *Cache {
 		Workers:        MaxWorkers,
 		MinTierMembers: MinTierMembers,
 		Interval:       RefreshInterval,
-		Collected:      func(id string) { c.published(id) },
+		Collected:      opts.Sampled,
 	})
 	_ = c.polls.Start() // cannot fail: the runtime is new; it starts no goroutine.
 	return c

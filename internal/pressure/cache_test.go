@@ -112,8 +112,7 @@ func newHarness(t *testing.T) *harness {
 		coll:      newFakeCollector(),
 		published: make(chan string, bounds.MaxNodeMembers),
 	}
-	h.c = New(Options{Clock: h.clock, Collector: h.coll})
-	h.c.published = func(id string) { h.published <- id }
+	h.c = New(Options{Clock: h.clock, Collector: h.coll, Sampled: func(id string) { h.published <- id }})
 	t.Cleanup(h.c.Close)
 	return h
 }
@@ -840,8 +839,8 @@ func TestCacheWithHTTPCollector(t *testing.T) {
 
 	clk := clocktesting.NewFakeClock(epoch)
 	published := make(chan string, 8)
-	c := New(Options{Clock: clk, Collector: HTTPCollector{Client: &http.Client{Transport: tr}}})
-	c.published = func(id string) { published <- id }
+	c := New(Options{Clock: clk, Collector: HTTPCollector{Client: &http.Client{Transport: tr}},
+		Sampled: func(id string) { published <- id }})
 	defer c.Close()
 	members := []Member{
 		{ID: "good", MetricsURL: srv.URL + "/good", Engine: "vllm", Capacity: 32},

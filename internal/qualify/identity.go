@@ -123,9 +123,8 @@ func provenanceCheck(declared map[string]string, ids []MemberIdentity) Check {
 			problems = append(problems, "missing "+k)
 		}
 	}
-	if e := declared[v1alpha1.AnnotationEngine]; e != "" && !slices.Contains(
-		[]v1alpha1.Engine{v1alpha1.EngineVLLM, v1alpha1.EngineSGLang, v1alpha1.EngineLlamaCPP, v1alpha1.EngineTGI}, v1alpha1.Engine(e)) {
-		problems = append(problems, fmt.Sprintf("%s %q is not vllm, sglang, llamacpp or tgi", v1alpha1.AnnotationEngine, e))
+	if e := declared[v1alpha1.AnnotationEngine]; e != "" && !slices.Contains(v1alpha1.Engines(), v1alpha1.Engine(e)) {
+		problems = append(problems, fmt.Sprintf("%s %q is not %s", v1alpha1.AnnotationEngine, e, engineList()))
 	}
 	want := declared[v1alpha1.AnnotationEngineVersion]
 	reported := 0
@@ -157,4 +156,15 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// engineList names the engines as a sentence does: "vllm, sglang, llamacpp
+// or tgi".
+func engineList() string {
+	names := make([]string, 0, len(v1alpha1.Engines()))
+	for _, e := range v1alpha1.Engines() {
+		names = append(names, string(e))
+	}
+	last := len(names) - 1
+	return strings.Join(names[:last], ", ") + " or " + names[last]
 }

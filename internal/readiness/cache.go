@@ -34,11 +34,18 @@ type Options struct {
 	Prober Prober
 	// Interval is the probe period. Zero or negative means DefaultInterval.
 	Interval time.Duration
-	// Probed, when set, is called after each probe's result was published
-	// for Ready (or discarded), on the probing goroutine and outside the
-	// Cache's locks; it must return at once. The router admits requests
-	// waiting for a member that just turned ready from it.
-	Probed func()
+	// Probed, when set, is called with the member's id after each probe's
+	// result was published for Ready (or discarded), on the probing
+	// goroutine and outside the Cache's locks; it must return at once. The
+	// router admits requests waiting for a member that just turned ready
+	// from it. Nil means no call.
+	Probed func(memberID string)
+	// ProbeNowWaiting, when set, is called with the member's id by
+	// ProbeNow once its probe was requested and before it waits for the
+	// result, on ProbeNow's goroutine; it must return at once. A caller
+	// that answers probes itself (a fake Prober) waits on it to know the
+	// request is registered. Nil means no call.
+	ProbeNowWaiting func(memberID string)
 }
 
 // Tier registers one tier with a Cache.
@@ -80,20 +87,21 @@ type Cache struct {
 	interval time.Duration
 	polls    *memberpoll.Runtime[probeTarget, bool, bool]
 	ran      atomic.Bool // Run was called
-
-	// Tests only: probed is called after each probe was published or
-	// discarded, probeNowWaits when ProbeNow starts waiting.
-	probed, probeNowWaits func(memberID string)
+	// probeNowWaiting is Options.ProbeNowWaiting, or a function that does
+	// nothing.
+	probeNowWaiting func(memberID string)
 }
 
 // New returns a Cache with no tiers. It starts no goroutine.
 func New(opts Options) *Cache {
 	c := &Cache{
-		clock:         cmp.Or[clock.WithTicker](opts.Clock, clock.RealClock{}),
-		prober:        cmp.Or[Prober](opts.Prober, HTTPProber{}),
-		interval:      cmp.Or(max(opts.Interval, 0), DefaultInterval),
-		probed:        func(string) {},
-		probeNowWaits: func(string) {},
+		clock:           cmp.Or[clock.WithTicker](opts.Clock, clock.RealClock{}),
+		prober:          cmp.Or[Prober](opts.Prober, HTTPProber{}),
+		interval:        cmp.Or(max(opts.Interval, 0), DefaultInterval),
+		probeNowWaiting: func(string) {},
+	}
+	if opts.ProbeNowWaiting != nil {
+		c.probeNowWaiting = opts.ProbeNowWaiting
 	}
 	c.polls = memberpoll.New(memberpoll.Options[probeTarget, bool, bool]{
 		Clock:      c.clock,
@@ -102,12 +110,7 @@ func New(opts Options) *Cache {
 		Validate:   validTarget,
 		Workers:    bounds.MaxNodeMembers, // a stalled endpoint delays only its member
 		RequestNew: true,
-		Collected: func(id string) {
-			if opts.Probed != nil {
-				opts.Probed()
-			}
-			c.probed(id)
-		},
+		Collected:  opts.Probed,
 	})
 	return c
 }
@@ -222,7 +225,7 @@ func (c *Cache) ProbeNow(ctx context.Context, tier, member string) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	c.probeNowWaits(member)
+	c.probeNowWaiting(member)
 	return wait(ctx)
 }
 

@@ -92,8 +92,11 @@ type harness struct {
 	prober *fakeProber
 	probed chan string
 	waits  chan string
-	cancel context.CancelFunc
-	runErr chan error
+	// uncounted, once set, keeps completed probes off probed, for a test
+	// that runs more probes than the channel holds.
+	uncounted atomic.Bool
+	cancel    context.CancelFunc
+	runErr    chan error
 }
 
 func newHarness(t *testing.T) *harness {
@@ -104,9 +107,13 @@ func newHarness(t *testing.T) *harness {
 		probed: make(chan string, bounds.MaxNodeMembers),
 		waits:  make(chan string, bounds.MaxNodeMembers),
 	}
-	h.c = New(Options{Clock: h.clock, Prober: h.prober, Interval: interval})
-	h.c.probed = func(id string) { h.probed <- id }
-	h.c.probeNowWaits = func(id string) { h.waits <- id }
+	h.c = New(Options{Clock: h.clock, Prober: h.prober, Interval: interval,
+		Probed: func(id string) {
+			if !h.uncounted.Load() {
+				h.probed <- id
+			}
+		},
+		ProbeNowWaiting: func(id string) { h.waits <- id }})
 	return h
 }
 
@@ -597,7 +604,7 @@ func TestProbedSeesPublishedResult(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	h := newHarness(t)
 	seen := make(chan bool, 1)
-	h.c = New(Options{Clock: h.clock, Prober: h.prober, Interval: interval, Probed: func() {
+	h.c = New(Options{Clock: h.clock, Prober: h.prober, Interval: interval, Probed: func(string) {
 		m, err := h.c.Ready("t")
 		seen <- err == nil && m["a"]
 	}})

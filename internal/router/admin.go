@@ -8,13 +8,15 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/sluice-dev/sluice/internal/apikeys"
 )
 
 // AdminOptions configures an Admin handler.
 type AdminOptions struct {
 	// Token holds the bearer tokens of the /admin/v1/ routes. Nil means the
 	// routes are open (health, readiness and metrics are always open).
-	Token *Keys
+	Token *apikeys.Keys
 	// ReadyWithoutTiers makes /readyz succeed once a snapshot was applied
 	// even when it serves no tier, for a router started before its tiers
 	// exist (a DaemonSet's on a node without tiers yet). False, the zero
@@ -30,7 +32,7 @@ type AdminOptions struct {
 // changes only through the ReplicaTier.
 type Admin struct {
 	rt           *Router
-	token        *Keys
+	token        *apikeys.Keys
 	mux          *http.ServeMux
 	stopping     atomic.Bool
 	readyIfEmpty bool

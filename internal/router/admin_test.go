@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -63,7 +64,7 @@ func TestAdminHealthAndReadiness(t *testing.T) {
 }
 
 func TestAdminAuthentication(t *testing.T) {
-	token, _ := ParseKeys([]byte("admin-token\n"))
+	token, _ := apikeys.Parse([]byte("admin-token\n"))
 	f := newFixture(t, fixtureOptions{adminToken: token})
 	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}}))
 	good := http.Header{"Authorization": {"Bearer admin-token"}}

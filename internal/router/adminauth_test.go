@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -59,7 +60,7 @@ func TestAdminAuthenticatesBeforeReading(t *testing.T) {
 	rt.Apply(snap)
 	pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(1000), "gpu1": fresh(2000)})
 
-	token, err := ParseKeys([]byte("admin-token\n"))
+	token, err := apikeys.Parse([]byte("admin-token\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

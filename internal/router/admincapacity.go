@@ -7,18 +7,11 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
-
-// strategyName names an admission strategy for the admin API.
-func strategyName(s admission.Strategy) string {
-	if s == "" {
-		return "Direct"
-	}
-	return string(s)
-}
 
 // ceiling returns a ceiling for JSON: nil when unbounded (zero).
 func ceiling(c int) *int {
@@ -77,7 +70,7 @@ func (a *Admin) tierQueue(s admission.QueueStats) adminapi.TierQueue {
 func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool) adminapi.TierCapacity {
 	tc := adminapi.TierCapacity{
 		Tier:           ts.key,
-		Strategy:       strategyName(snap.Strategy),
+		Strategy:       bounds.StrategyName(snap.Strategy),
 		Active:         snap.Active,
 		MaxConcurrency: ceiling(snap.Ceiling),
 		State:          "admitting",
@@ -94,7 +87,7 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 		ready, _ = a.rt.readiness.Ready(ts.key)
 	}
 	var pressure map[string]scheduler.Pressure
-	if snap.Strategy == admission.StrategyCapacity && a.rt.pressure != nil {
+	if snap.Strategy == bounds.StrategyCapacity && a.rt.pressure != nil {
 		pressure, _ = a.rt.pressure.Peek(ts.key)
 	}
 	for _, m := range snap.Members {
@@ -113,7 +106,7 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 		case m.Quiesced:
 			mc.State = "quiesced"
 		}
-		if snap.Strategy == admission.StrategyCapacity {
+		if snap.Strategy == bounds.StrategyCapacity {
 			p, ok := pressure[m.ID]
 			if !ok {
 				p = scheduler.UnknownPressure()

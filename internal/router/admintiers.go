@@ -55,13 +55,10 @@ func newTierView(t source.Tier, served bool, fileErr map[string]string) adminapi
 		Served:         served,
 		Aliases:        slices.Clone(s.Aliases),
 		ServedModel:    s.ServedModel,
-		Strategy:       string(s.EffectiveStrategy()),
+		Strategy:       s.StrategyName(),
 		MaxConcurrency: s.MaxConcurrency,
 		Members:        make([]adminapi.MemberView, 0, len(s.Members)),
 		SourceError:    fileErr[t.File],
-	}
-	if v.Strategy == "" {
-		v.Strategy = "Direct"
 	}
 	for _, m := range s.Members {
 		mv := adminapi.MemberView{ID: m.ID, MaxConcurrency: m.MaxConcurrency}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 )
 
 // TestAuthenticatedCallback: Options.Authenticated is called once for
@@ -17,14 +18,14 @@ import (
 // reaching the check passes it. The refusals before the check end the
 // connection.
 func TestAuthenticatedCallback(t *testing.T) {
-	keys, err := ParseKeys([]byte("good-key\n"))
+	keys, err := apikeys.Parse([]byte("good-key\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	auth := http.Header{"Authorization": {"Bearer good-key"}}
 	for _, tt := range []struct {
 		desc       string
-		keys       *Keys
+		keys       *apikeys.Keys
 		method     string
 		path       string
 		header     http.Header

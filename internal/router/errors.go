@@ -8,11 +8,6 @@ import (
 // The sentinel errors of the package. Errors that carry detail wrap one of
 // these with %w; check them with errors.Is.
 var (
-	// ErrInvalidKeys is returned by ParseKeys and LoadKeys for a key file
-	// without keys, with too many keys, with a line that is too long or
-	// whose attributes are unknown, repeated or invalid, or whose lines
-	// disagree on a key's or a tenant's attributes.
-	ErrInvalidKeys = errors.New("router: invalid key file")
 	// ErrTenantHeader is returned by ParseTenantHeader for a name that is
 	// not a header name or names a header that cannot carry a tenant.
 	ErrTenantHeader = errors.New("router: invalid tenant header")
@@ -92,6 +87,4 @@ var (
 	// errBodyBudget reports a request body buffer the body budget
 	// (--max-buffered-body-bytes) cannot hold.
 	errBodyBudget = errors.New("router: request body budget exhausted")
-	// errKeyWatch reports a KeyWatch that cannot run.
-	errKeyWatch = errors.New("router: key watch misconfigured")
 )

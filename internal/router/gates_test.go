@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 )
 
 // TestGates proves every request-wide gate answers with its documented
 // error before any lease exists or any member is reached.
 func TestGates(t *testing.T) {
-	keys, err := ParseKeys([]byte("good-key\n"))
+	keys, err := apikeys.Parse([]byte("good-key\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func cursorMoved(f *fixture, key string) bool {
 // TestGateOrder proves the gates run in the documented order: method, then
 // key, then body size, then body shape, then alias.
 func TestGateOrder(t *testing.T) {
-	keys, _ := ParseKeys([]byte("k\n"))
+	keys, _ := apikeys.Parse([]byte("k\n"))
 	f := newFixture(t, fixtureOptions{keys: keys, maxBody: 16})
 	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", closedAddress(t), 1}}))
 	big := strings.Repeat("x", 64)
@@ -155,7 +156,7 @@ func TestGateOrder(t *testing.T) {
 // TestModelsList proves GET /v1/models lists the node's aliases and is
 // behind the API key.
 func TestModelsList(t *testing.T) {
-	keys, _ := ParseKeys([]byte("k\n"))
+	keys, _ := apikeys.Parse([]byte("k\n"))
 	f := newFixture(t, fixtureOptions{keys: keys})
 	f.apply(
 		newTier("ns/llama", []string{"llama", "chat"}, "", []memberSpec{{"gpu0", closedAddress(t), 1}}),

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/scheduler"
@@ -277,8 +278,8 @@ type fixture struct {
 }
 
 type fixtureOptions struct {
-	keys         *Keys
-	adminToken   *Keys
+	keys         *apikeys.Keys
+	adminToken   *apikeys.Keys
 	maxBody      int64
 	maxBuffered  int64                // Options.MaxBufferedBodyBytes.
 	decisionFile string               // a JSONL file sink for the decision log.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
 
@@ -90,10 +91,10 @@ func TestNoRetryWithIdempotencyKey(t *testing.T) {
 // its model replaced by the served model, the route's path, the router's request id, and the router's API key
 // stripped.
 func TestForwardedRequest(t *testing.T) {
-	keys, _ := ParseKeys([]byte("router-key\n"))
+	keys, _ := apikeys.Parse([]byte("router-key\n"))
 	tests := []struct {
 		desc       string
-		keys       *Keys
+		keys       *apikeys.Keys
 		requestID  string
 		wantSameID bool
 		wantAuth   string

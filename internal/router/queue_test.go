@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 )
 
 // queueFixture is a fixture serving ns/llama from n members with ceiling
@@ -190,7 +191,7 @@ func TestQueueServesBurst(t *testing.T) {
 // answers 429 queue_full with Retry-After and reaches no member; a tenant
 // under its share still waits, and the tenants take turns.
 func TestQueueFullIs429(t *testing.T) {
-	keys, err := ParseKeys([]byte("heavy-key tenant=heavy\nlight-key tenant=light\n"))
+	keys, err := apikeys.Parse([]byte("heavy-key tenant=heavy\nlight-key tenant=light\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/sse"
@@ -57,7 +59,7 @@ type Options struct {
 	// admin capacity view. Nil means every member's pressure is unknown.
 	Pressure PressureView
 	// Keys are the API keys of the inference routes. Nil means open.
-	Keys *Keys
+	Keys *apikeys.Keys
 	// TenantHeader, when set, is a request header whose one valid value
 	// names the tenant of an authenticated request, at its key's priority
 	// (docs/CONFIGURATION.md#41-tenants-and-priorities); check the name
@@ -131,7 +133,7 @@ type Router struct {
 	recheck    Rechecker
 	handedOver func(http.ResponseWriter, *http.Request)
 	pressure   PressureView
-	keys       *Keys
+	keys       *apikeys.Keys
 	authed     func(*http.Request) // Options.Authenticated; nil calls nothing.
 	maxBody    int64
 	bodies     *bodyBudget
@@ -491,7 +493,7 @@ func (rt *Router) notAdmitted(w http.ResponseWriter, r *http.Request, body []byt
 func (rt *Router) inputs(key string, adm *admission.Tier, cfg *tierConfig) admission.Inputs {
 	in := admission.Inputs{ReadmitEpoch: adm.ReadmitEpoch()}
 	in.Ready = rt.ready(key, cfg)
-	if cfg.strategy == admission.StrategyCapacity {
+	if cfg.strategy == bounds.StrategyCapacity {
 		in.Pressure = rt.pressures(key, cfg)
 	}
 	return in

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 )
 
 // Markers the sentinel test plants where secrets and prompts travel.
@@ -27,8 +28,8 @@ const (
 // response, decision record, decision line, decision summary or decision
 // file carries a marker, an address or raw Go error text.
 func TestSentinel(t *testing.T) {
-	keys, _ := ParseKeys([]byte(goodKeyMarker + "\n"))
-	token, _ := ParseKeys([]byte("admin-token\n"))
+	keys, _ := apikeys.Parse([]byte(goodKeyMarker + "\n"))
+	token, _ := apikeys.Parse([]byte("admin-token\n"))
 	f := newFixture(t, fixtureOptions{keys: keys, adminToken: token, maxBody: 4096,
 		decisionFile: filepath.Join(t.TempDir(), "decisions.jsonl")})
 	auth := http.Header{"Authorization": {"Bearer " + goodKeyMarker}}

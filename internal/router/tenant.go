@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 )
 
 // GatewayFairnessHeader is the request header in which the Gateway API
@@ -51,8 +52,8 @@ func ParseTenantHeader(name string) (string, error) {
 // tenantOf returns the tenant an authenticated request waits for, given
 // the tenant of the key it presented. With Options.TenantHeader set, a
 // request carrying exactly one value of that header, a valid tenant name
-// (ParseKeys' grammar), belongs to the tenant of that name, at the key's
-// priority: a header never changes a priority. Without the header, with
+// (apikeys.ValidTenantName), belongs to the tenant of that name, at the
+// key's priority: a header never changes a priority. Without the header, with
 // more than one value or with a value that is not a tenant name, the
 // request stays the key's tenant; nothing is counted or logged, since the
 // value is the client's.
@@ -61,7 +62,7 @@ func (rt *Router) tenantOf(r *http.Request, fromKey admission.Tenant) admission.
 		return fromKey
 	}
 	values := r.Header[rt.tenantHeader]
-	if len(values) != 1 || !validTenantName(values[0]) {
+	if len(values) != 1 || !apikeys.ValidTenantName(values[0]) {
 		return fromKey
 	}
 	return admission.Tenant{Name: values[0], Priority: fromKey.Priority}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 )
 
 func TestParseTenantHeader(t *testing.T) {
@@ -50,7 +51,7 @@ func TestParseTenantHeader(t *testing.T) {
 // value, or the header off, leaves the key's tenant.
 func TestTenantOf(t *testing.T) {
 	key := admission.Tenant{Name: "acme", Priority: 5}
-	long := strings.Repeat("t", MaxTenantNameLength)
+	long := strings.Repeat("t", apikeys.MaxTenantNameLength)
 	for _, tt := range []struct {
 		desc   string
 		header string // Options.TenantHeader

@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
@@ -38,8 +39,8 @@ type tierState struct {
 
 // tierConfig is one applied configuration of a tier. It is immutable.
 type tierConfig struct {
-	tier          source.Tier // as applied; Spec is the source's own copy.
-	strategy      admission.Strategy
+	tier          source.Tier     // as applied; Spec is the source's own copy.
+	strategy      bounds.Strategy // empty for a direct tier.
 	ids           []string        // sorted member ids.
 	members       []memberRoute   // sorted by id, parallel to ids.
 	allReady      map[string]bool // every member ready, for a Router without readiness; read-only.
@@ -138,12 +139,7 @@ func newTierConfig(t source.Tier, addrs *hostAddrSet) (*tierConfig, admission.Co
 			cfg.idleTimeout = u.IdleTimeout.Duration
 		}
 	}
-	switch s.EffectiveStrategy() {
-	case v1alpha1.StrategyRoundRobin:
-		cfg.strategy = admission.StrategyRoundRobin
-	case v1alpha1.StrategyCapacity:
-		cfg.strategy = admission.StrategyCapacity
-	}
+	cfg.strategy = s.EffectiveStrategy()
 	if s.EffectiveUpstreamModel() == v1alpha1.UpstreamModelServedModel {
 		cfg.upstreamModel = jsonString(s.ServedModel)
 	}

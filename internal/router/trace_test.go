@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 )
 
 // The caller's trace context in the tracing tests.
@@ -64,7 +65,7 @@ func attrMap(kvs []attribute.KeyValue) map[string]attribute.Value {
 // are exactly the ids, enums, statuses and timings listed, with no URL,
 // query, prompt, key or address among them or among its events'.
 func TestTraceAdmittedRequest(t *testing.T) {
-	keys, _ := ParseKeys([]byte("sk-trace-secret-key\n"))
+	keys, _ := apikeys.Parse([]byte("sk-trace-secret-key\n"))
 	f, exp := newTracedFixture(t, fixtureOptions{keys: keys})
 	up := newUpstream(t, "gpu0", nil)
 	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
@@ -167,7 +168,7 @@ func TestTraceAdmittedRequest(t *testing.T) {
 // failed (502, status Error). A request without a
 // traceparent starts a trace of its own.
 func TestTraceRefusedAndFailed(t *testing.T) {
-	keys, _ := ParseKeys([]byte("sk-key\n"))
+	keys, _ := apikeys.Parse([]byte("sk-key\n"))
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close() // refuses connections.
 	tests := []struct {

@@ -69,6 +69,12 @@ type FilesOptions struct {
 	// Interval is the polling period. Zero means DefaultPollInterval; other
 	// values are clamped to MinPollInterval..MaxPollInterval.
 	Interval time.Duration
+	// Scanned, when set, is called on Run's goroutine after every periodic
+	// scan (not the first), with whether the scan published a Snapshot; a
+	// publishing scan calls it after publish returned. A caller that steps
+	// Clock waits on it to know the scan a tick triggered is done. Nil
+	// means no call.
+	Scanned func(published bool)
 }
 
 // Files is the files source: it polls a directory of ReplicaTier manifests
@@ -84,8 +90,7 @@ type Files struct {
 	files  map[string]*fileState
 	dirErr string
 
-	// scanned, when set (tests only), is called after every periodic scan
-	// with whether it published.
+	// scanned is FilesOptions.Scanned; nil calls nothing.
 	scanned func(published bool)
 }
 
@@ -109,6 +114,7 @@ func NewFiles(opts FilesOptions) (*Files, error) {
 		node:     opts.NodeName,
 		clock:    opts.Clock,
 		interval: opts.Interval,
+		scanned:  opts.Scanned,
 		files:    map[string]*fileState{},
 	}
 	if f.clock == nil {

@@ -52,11 +52,11 @@ func newHarness(t *testing.T, files map[string]string) *harness {
 // start runs the source and returns its first snapshot.
 func (h *harness) start() Snapshot {
 	h.t.Helper()
-	f, err := NewFiles(FilesOptions{Dir: h.dir, NodeName: "gpu-node-1", Clock: h.clock, Interval: time.Second})
+	f, err := NewFiles(FilesOptions{Dir: h.dir, NodeName: "gpu-node-1", Clock: h.clock, Interval: time.Second,
+		Scanned: func(published bool) { h.scans <- published }})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	f.scanned = func(published bool) { h.scans <- published }
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { h.done <- f.Run(ctx, func(s Snapshot) { h.snapshots <- s }) }()

@@ -64,6 +64,11 @@ type Options struct {
 	Interval time.Duration
 	// Logger receives write failures and recoveries. Nil discards them.
 	Logger *slog.Logger
+	// Compared, when set, is called on Run's goroutine after every
+	// comparison round with the number of writes it attempted. A caller
+	// that steps Clock waits on it to know the round a tick or a Notify
+	// triggered is done. Nil means no call.
+	Compared func(writes int)
 }
 
 // Reporter writes each tier's report when it changes, rate limited per
@@ -83,9 +88,8 @@ type Reporter struct {
 	failures     int
 	backoffUntil time.Time
 
-	// rounds, when set (tests only), is called after every comparison with
-	// the number of writes attempted.
-	rounds func(writes int)
+	// compared is Options.Compared; nil calls nothing.
+	compared func(writes int)
 }
 
 // tierRecord is what the Reporter remembers of one tier.
@@ -107,6 +111,7 @@ func NewReporter(opts Options) (*Reporter, error) {
 		clock:    opts.Clock,
 		interval: opts.Interval,
 		log:      opts.Logger,
+		compared: opts.Compared,
 		wake:     make(chan struct{}, 1),
 		tiers:    map[string]*tierRecord{},
 	}
@@ -139,8 +144,8 @@ func (r *Reporter) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		n := r.round(ctx)
-		if r.rounds != nil {
-			r.rounds(n)
+		if r.compared != nil {
+			r.compared(n)
 		}
 		select {
 		case <-ctx.Done():

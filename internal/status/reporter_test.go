@@ -119,11 +119,11 @@ func startReporter(t *testing.T, reports ...Report) *reporterHarness {
 		done:   make(chan error, 1),
 	}
 	h.view.set(reports...)
-	rep, err := NewReporter(Options{Writer: h.writer, Node: "gpu-node-1", View: h.view, Clock: h.clock})
+	rep, err := NewReporter(Options{Writer: h.writer, Node: "gpu-node-1", View: h.view, Clock: h.clock,
+		Compared: func(n int) { h.rounds <- n }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep.rounds = func(n int) { h.rounds <- n }
 	h.rep = rep
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel

@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/adminapi"
-	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 )
@@ -139,7 +139,7 @@ func (c *CapacityCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.queueMax, prometheus.GaugeValue, float64(*t.Queue.MaxRequests), t.Tier)
 		}
 		var targets map[string]pressure.Target
-		if c.targets != nil && c.fetches != nil && t.Strategy == string(admission.StrategyCapacity) {
+		if c.targets != nil && c.fetches != nil && t.Strategy == string(bounds.StrategyCapacity) {
 			targets = c.targets.MetricsTargets(t.Tier)
 		}
 		for j := range t.Members {

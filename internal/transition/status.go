@@ -105,7 +105,7 @@ func NewStatus(t *v1alpha1.ReplicaTier, member string) Status {
 		Namespace:          t.Namespace,
 		Name:               t.Name,
 		Node:               t.Spec.NodeName,
-		Strategy:           string(t.Spec.EffectiveStrategy()),
+		Strategy:           t.Spec.StrategyName(),
 		Generation:         t.Generation,
 		ObservedGeneration: t.Status.ObservedGeneration,
 		Accepted:           ConditionStatus(t, v1alpha1.ConditionAccepted),
@@ -114,9 +114,6 @@ func NewStatus(t *v1alpha1.ReplicaTier, member string) Status {
 		TierQuiesce:        Intent(t, ""),
 		Queue:              newQueueStatus(t),
 		Members:            []MemberStatus{},
-	}
-	if s.Strategy == "" {
-		s.Strategy = "Direct"
 	}
 	if r := t.Status.Router; r != nil {
 		gen := r.AppliedGeneration

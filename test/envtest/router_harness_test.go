@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/router"
@@ -157,7 +158,7 @@ func startRouter(restCfg *rest.Config, node string) *testRouter {
 	decisions, err := evidence.NewLog(evidence.LogOptions{Size: evidence.DefaultLogSize})
 	Expect(err).NotTo(HaveOccurred())
 	rt := router.New(router.Options{Readiness: probes, Rechecker: probes, Logger: logger, Recorder: router.EvidenceRecorder(decisions)})
-	token, err := router.ParseKeys([]byte(adminToken + "\n"))
+	token, err := apikeys.Parse([]byte(adminToken + "\n"))
 	Expect(err).NotTo(HaveOccurred())
 	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
 	decisions.RegisterRoutes(admin.Handle)

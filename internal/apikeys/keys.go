@@ -1,9 +1,8 @@
-package router
+package apikeys
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -14,9 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/admission"
 )
@@ -30,24 +26,8 @@ const (
 	// bounded line keeps a wrong file (a binary, say) from being accepted.
 	// A presented token longer than this cannot match any key.
 	MaxKeyLength = 4096
-	// maxKeyFileBytes bounds the key file read by LoadKeys.
+	// maxKeyFileBytes bounds the key file read by Load.
 	maxKeyFileBytes = MaxKeys * (MaxKeyLength + 1)
-)
-
-// Bounds of the key file poll (KeyWatch.Interval).
-const (
-	// DefaultKeyPollInterval is how often a key file is reread. A new file
-	// is served once two consecutive reads agree, so a rotated Secret is
-	// served at most two intervals after the kubelet projected it (which
-	// itself takes up to a minute or more): 5 s keeps that small next to
-	// the kubelet's delay while the read, a few KiB, costs nothing.
-	DefaultKeyPollInterval = 5 * time.Second
-	// MinKeyPollInterval keeps a misconfigured poll from spinning on the
-	// file system.
-	MinKeyPollInterval = 100 * time.Millisecond
-	// MaxKeyPollInterval bounds how long a revoked key can keep working
-	// after its Secret changed.
-	MaxKeyPollInterval = 5 * time.Minute
 )
 
 // Keys is a set of bearer tokens, each with the tenant its requests belong
@@ -57,7 +37,7 @@ const (
 // so neither the matching key nor a matching prefix shows in the timing.
 // The zero value allows nothing; a nil *Keys means authentication is off.
 //
-// The set of a Keys can be replaced while requests are checked (KeyWatch
+// The set of a Keys can be replaced while requests are checked (Watch
 // does so when the key file changes): the set is immutable and swapped
 // atomically, so a check sees either the whole old set or the whole new
 // one. Keys is safe for concurrent use.
@@ -92,7 +72,7 @@ const (
 // metric labels and manifests included, and a log line stays short.
 const MaxTenantNameLength = 63
 
-// ParseKeys reads one key per line. Blank lines and lines starting with "#"
+// Parse reads one key per line. Blank lines and lines starting with "#"
 // are skipped; surrounding spaces are trimmed. After the key, separated by
 // spaces or tabs, a line may carry the attributes "tenant=NAME" and
 // "priority=N", each at most once: NAME is 1..MaxTenantNameLength bytes of
@@ -105,12 +85,12 @@ const MaxTenantNameLength = 63
 // tenant and priority both times. A key itself contains no space or tab,
 // so every file valid without attributes reads as before.
 //
-// ParseKeys returns an error wrapping ErrInvalidKeys, which names line
+// Parse returns an error wrapping ErrInvalidKeys, which names line
 // numbers and never quotes a key, a tenant or a priority, when the file
 // holds no key, more than MaxKeys keys, a line longer than MaxKeyLength, or
 // an attribute that is unknown, repeated on its line or invalid, or when
 // two lines disagree as above.
-func ParseKeys(data []byte) (*Keys, error) {
+func Parse(data []byte) (*Keys, error) {
 	s, err := parseKeySet(data)
 	if err != nil {
 		return nil, err
@@ -127,7 +107,7 @@ type keyLine struct {
 	index  int // a tenant's index in keySet.tenants; unused for a key.
 }
 
-// parseKeySet is ParseKeys without the Keys around the set.
+// parseKeySet is Parse without the Keys around the set.
 func parseKeySet(data []byte) (*keySet, error) {
 	s := &keySet{source: sha256.Sum256(data)}
 	keysSeen := make(map[[sha256.Size]byte]keyLine)
@@ -197,7 +177,7 @@ func parseKeyAttributes(line int, fields []string) (admission.Tenant, error) {
 		case name == tenantAttribute && named, name == priorityAttribute && prioritized:
 			return admission.Tenant{}, fmt.Errorf("%w: line %d gives %s twice", ErrInvalidKeys, line, name)
 		case name == tenantAttribute:
-			if !validTenantName(value) {
+			if !ValidTenantName(value) {
 				return admission.Tenant{}, fmt.Errorf("%w: line %d: the tenant is not 1..%d lowercase letters, digits, '.', '_' or '-' beginning and ending with a letter or digit",
 					ErrInvalidKeys, line, MaxTenantNameLength)
 			}
@@ -216,11 +196,11 @@ func parseKeyAttributes(line int, fields []string) (admission.Tenant, error) {
 	return tenant, nil
 }
 
-// validTenantName reports whether s is a tenant name: 1..MaxTenantNameLength
+// ValidTenantName reports whether s is a tenant name: 1..MaxTenantNameLength
 // bytes of lowercase letters, digits, '.', '_' and '-', beginning and ending
 // with a letter or digit. Such a name is safe in a log line, a metric label
 // and a header value as it is.
-func validTenantName(s string) bool {
+func ValidTenantName(s string) bool {
 	if s == "" || len(s) > MaxTenantNameLength {
 		return false
 	}
@@ -236,14 +216,14 @@ func validTenantName(s string) bool {
 	return true
 }
 
-// LoadKeys reads a key file with ParseKeys. Errors name the file but never
+// Load reads a key file with Parse. Errors name the file but never
 // quote its content.
-func LoadKeys(path string) (*Keys, error) {
+func Load(path string) (*Keys, error) {
 	data, err := readKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
-	k, err := ParseKeys(data)
+	k, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -332,120 +312,4 @@ func bearer(header string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(header[len(prefix):]), true
-}
-
-// KeyReload is what KeyWatch reports after a read of the key file that
-// changed something: either a new set is served (Err nil, Keys its size)
-// or the file could not be used and the previous set stays (Err wraps
-// ErrInvalidKeys; it names the file and never quotes its content).
-type KeyReload struct {
-	// Path is the key file.
-	Path string
-	// Keys is the number of keys now served.
-	Keys int
-	// Err is why the file was not used; nil when a new set was loaded.
-	Err error
-}
-
-// KeyWatch keeps a Keys current with its file, for Secrets mounted by the
-// kubelet, which replaces the files by swapping a symbolic link: a changed
-// file replaces the set once two consecutive reads return the same content
-// and it parses (ParseKeys); until then, and whenever the file is absent,
-// unreadable, empty or invalid, the previous set keeps being served, so at
-// every moment either the old or the new keys work. Requiring two equal
-// reads keeps a file that is being written in place from being served
-// half-written.
-type KeyWatch struct {
-	// Path is the key file.
-	Path string
-	// Keys is the set kept current. It must not be nil.
-	Keys *Keys
-	// Interval is the time between two reads of the file. Zero means
-	// DefaultKeyPollInterval; otherwise it must be within
-	// MinKeyPollInterval..MaxKeyPollInterval.
-	Interval time.Duration
-	// Clock paces the reads. Nil means the real clock.
-	Clock clock.WithTicker
-	// Report, when set, is told of every new set served and of every
-	// failed read whose error differs from the previous read's. It is
-	// called on Run's goroutine.
-	Report func(KeyReload)
-
-	// afterPoll, when set (tests only), is called after every read.
-	afterPoll func()
-}
-
-// Run reads the file every interval until ctx ends, then returns nil. It
-// returns an error at once, and changes nothing, when the watch is
-// misconfigured.
-func (w KeyWatch) Run(ctx context.Context) error {
-	interval := w.Interval
-	if interval == 0 {
-		interval = DefaultKeyPollInterval
-	}
-	switch {
-	case w.Keys == nil:
-		return fmt.Errorf("%w: no Keys", errKeyWatch)
-	case interval < MinKeyPollInterval || interval > MaxKeyPollInterval:
-		return fmt.Errorf("%w: interval must be within %v..%v", errKeyWatch, MinKeyPollInterval, MaxKeyPollInterval)
-	}
-	clk := w.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	ticker := clk.NewTicker(interval)
-	defer ticker.Stop()
-	var p keyPoll
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C():
-			if r, ok := p.poll(w.Path, w.Keys); ok && w.Report != nil {
-				w.Report(r)
-			}
-			if w.afterPoll != nil {
-				w.afterPoll()
-			}
-		}
-	}
-}
-
-// keyPoll is the state of a KeyWatch between two reads.
-type keyPoll struct {
-	pending    [sha256.Size]byte // content read last time, not yet served.
-	hasPending bool
-	lastErr    string // the previous read's error, reported once.
-}
-
-// poll reads the file once and swaps the set of k when its content is new,
-// valid and equal to the previous read. It returns what to report, if
-// anything.
-func (p *keyPoll) poll(path string, k *Keys) (KeyReload, bool) {
-	data, err := readKeyFile(path)
-	var s *keySet
-	if err == nil {
-		sum := sha256.Sum256(data)
-		if cur := k.set.Load(); cur != nil && cur.source == sum {
-			p.hasPending, p.lastErr = false, ""
-			return KeyReload{}, false // unchanged.
-		}
-		if s, err = parseKeySet(data); err != nil {
-			err = fmt.Errorf("%s: %w", path, err)
-		} else if !p.hasPending || p.pending != sum {
-			p.pending, p.hasPending = sum, true
-			return KeyReload{}, false // new: served if the next read agrees.
-		}
-	}
-	p.hasPending = false
-	if err != nil {
-		if err.Error() == p.lastErr {
-			return KeyReload{}, false
-		}
-		p.lastErr = err.Error()
-		return KeyReload{Path: path, Keys: k.Len(), Err: err}, true
-	}
-	p.lastErr = ""
-	k.set.Store(s)
-	return KeyReload{Path: path, Keys: len(s.digests)}, true
 }
