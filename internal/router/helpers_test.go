@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
 // failSafe bounds every wait of a test on an event; it is a deadline for a
@@ -39,9 +41,9 @@ type upstreamPool struct {
 	high   atomic.Int64
 }
 
-// upstream is a fake member: an httptest server counting requests and the
+// fakeMember is a fake member: an httptest server counting requests and the
 // concurrent high-water mark, and running the behavior the test sets.
-type upstream struct {
+type fakeMember struct {
 	t        *testing.T
 	id       string
 	srv      *httptest.Server
@@ -63,9 +65,9 @@ type seenRequest struct {
 	path   string
 }
 
-func newUpstream(t *testing.T, id string, pool *upstreamPool) *upstream {
+func newUpstream(t *testing.T, id string, pool *upstreamPool) *fakeMember {
 	t.Helper()
-	u := &upstream{t: t, id: id, pool: pool, arrived: make(chan *seenRequest, 256)}
+	u := &fakeMember{t: t, id: id, pool: pool, arrived: make(chan *seenRequest, 256)}
 	u.behavior = func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"ok","member":"`+id+`"}`)
@@ -75,7 +77,7 @@ func newUpstream(t *testing.T, id string, pool *upstreamPool) *upstream {
 	return u
 }
 
-func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+func (u *fakeMember) serve(w http.ResponseWriter, r *http.Request) {
 	u.requests.Add(1)
 	raise(&u.high, u.active.Add(1))
 	defer u.active.Add(-1)
@@ -104,14 +106,14 @@ func raise(high *atomic.Int64, v int64) {
 }
 
 // handle sets the member's behavior.
-func (u *upstream) handle(f func(w http.ResponseWriter, r *http.Request)) {
+func (u *fakeMember) handle(f func(w http.ResponseWriter, r *http.Request)) {
 	u.mu.Lock()
 	u.behavior = f
 	u.mu.Unlock()
 }
 
 // waitArrival waits for the next request to reach the member.
-func (u *upstream) waitArrival(t *testing.T) *seenRequest {
+func (u *fakeMember) waitArrival(t *testing.T) *seenRequest {
 	t.Helper()
 	select {
 	case s := <-u.arrived:
@@ -289,6 +291,8 @@ type fixtureOptions struct {
 	intervals    IntervalRecorder     // Options.Intervals.
 	passHeaders  []string             // Options.PassEngineHeaders.
 	authed       func(*http.Request)  // Options.Authenticated.
+	// beforeWrite is the member client's upstream.WithBeforeWrite hook.
+	beforeWrite func(local net.Addr)
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -317,6 +321,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		Intervals:            o.intervals,
 		TracerProvider:       o.tracer,
 		PassEngineHeaders:    o.passHeaders,
+		Upstream:             []upstream.Option{upstream.WithBeforeWrite(o.beforeWrite)},
 		Logger:               slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.

@@ -2,16 +2,11 @@ package router
 
 import (
 	"bufio"
-	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
@@ -185,63 +180,6 @@ func TestSentIsOneAttempt(t *testing.T) {
 	}
 	if read.Load() == 0 {
 		t.Fatal("the engine read no request byte")
-	}
-}
-
-// failingWriteConn is a connection whose writes take n bytes and fail
-// with err.
-type failingWriteConn struct {
-	net.Conn
-	n   int
-	err error
-}
-
-// Write takes n bytes of p and fails.
-func (c *failingWriteConn) Write(p []byte) (int, error) { return min(c.n, len(p)), c.err }
-
-// TestWriteFailureNotSent proves the member client reports a request as
-// not sent (errNotSent) only when a fresh connection was reset or broken
-// before its first byte was written: a byte written, a write deadline, or a
-// reused connection (resent instead, errNotReceived) is not.
-func TestWriteFailureNotSent(t *testing.T) {
-	tests := []struct {
-		desc        string
-		n           int
-		err         error
-		reused      bool
-		wantNotSent bool
-		wantReset   bool
-	}{
-		{desc: "reset before the first byte", err: syscall.ECONNRESET, wantNotSent: true, wantReset: true},
-		{desc: "broken pipe before the first byte", err: syscall.EPIPE, wantNotSent: true, wantReset: true},
-		{desc: "reset after a byte", n: 1, err: syscall.ECONNRESET, wantReset: true},
-		{desc: "write deadline", err: os.ErrDeadlineExceeded},
-		{desc: "reused connection", err: syscall.ECONNRESET, reused: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.desc, func(t *testing.T) {
-			local, remote := net.Pipe()
-			defer func() { _ = remote.Close() }()
-			conn := &failingWriteConn{Conn: local, n: tt.n, err: tt.err}
-			c := &memberConn{raw: conn, conn: conn, reused: tt.reused}
-			ex := &exchange{route: &memberRoute{host: "gpu0"}, body: []byte(chat("llama")), in: context.Background()}
-			req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://gpu0"+pathChatCompletions, http.NoBody)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := (&memberClient{}).send(context.Background(), ex, c, req, time.Now().Add(failSafe))
-			if err == nil {
-				_ = resp.Body.Close()
-				t.Fatal("send succeeded")
-			}
-			if errors.Is(err, errNotSent) != tt.wantNotSent || errors.Is(err, errMemberReset) != tt.wantReset {
-				t.Fatalf("error %v: not sent %v, reset %v; want %v, %v", err, errors.Is(err, errNotSent),
-					errors.Is(err, errMemberReset), tt.wantNotSent, tt.wantReset)
-			}
-			if ex.phase != phaseAdmitted {
-				t.Fatalf("exchange %s, want admitted: nothing was sent", ex.phase)
-			}
-		})
 	}
 }
 

@@ -27,7 +27,7 @@ type queuedFixture struct {
 	*fixture
 	clk     *clocktesting.FakeClock
 	tier    *tierState
-	gpu0    *upstream
+	gpu0    *fakeMember
 	release chan struct{}
 	queued  chan struct{}  // a send each time a request starts waiting.
 	done    chan reply     // the replies of the requests sent by wait.

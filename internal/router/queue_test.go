@@ -23,7 +23,7 @@ type queueFixture struct {
 	queued  chan struct{}
 	arrived chan string
 	free    chan struct{}
-	ups     []*upstream
+	ups     []*fakeMember
 }
 
 func newQueueFixture(t *testing.T, o fixtureOptions, n int, queue func(*v1alpha1.ReplicaTierSpec)) *queueFixture {
