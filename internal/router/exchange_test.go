@@ -147,9 +147,9 @@ func newTestExchange(t *testing.T) (*exchange, *int, *[]Outcome, *int) {
 			}
 			rechecks++
 		}),
+		OnRelease: func(string, string) { releases++ },
 	})
 	t.Cleanup(rt.Close)
-	rt.onRelease = func(string, string) { releases++ }
 	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 1}})))
 	ts, _ := rt.table.Load().lookup("ns/llama")
 	lease, err := ts.admission.Acquire(admission.Inputs{Ready: map[string]bool{"gpu0": true}})

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/scheduler"
@@ -293,6 +294,11 @@ type fixtureOptions struct {
 	authed       func(*http.Request)  // Options.Authenticated.
 	// beforeWrite is the member client's upstream.WithBeforeWrite hook.
 	beforeWrite func(local net.Addr)
+	// onRelease is called after the fixture counted a release
+	// (Options.OnRelease).
+	onRelease func(tier, member string)
+	// admission are Options.AdmissionOptions.
+	admission []admission.Option
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -322,16 +328,20 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		TracerProvider:       o.tracer,
 		PassEngineHeaders:    o.passHeaders,
 		Upstream:             []upstream.Option{upstream.WithBeforeWrite(o.beforeWrite)},
-		Logger:               slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		AdmissionOptions:     o.admission,
+		OnRelease: func(tier, member string) {
+			f.mu.Lock()
+			f.releases[tier+"#"+member]++
+			f.mu.Unlock()
+			if o.onRelease != nil {
+				o.onRelease(tier, member)
+			}
+		},
+		Logger: slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.
 		Recorder: Recorders{EvidenceRecorder(f.evidence), recorderFunc(func(o Outcome) { f.outcomes <- o })},
 	})
-	f.rt.onRelease = func(tier, member string) {
-		f.mu.Lock()
-		f.releases[tier+"#"+member]++
-		f.mu.Unlock()
-	}
 	f.front = httptest.NewServer(f.rt)
 	f.admin = httptest.NewServer(NewAdmin(f.rt, AdminOptions{Token: o.adminToken}))
 	transport := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}

@@ -188,7 +188,19 @@ func TestSentIsOneAttempt(t *testing.T) {
 // goes to the successor (Options.HandedOver) with the client's body
 // readable again, reaching no other member and holding no body buffer.
 func TestNotSentHandedOver(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
+	var (
+		ts       *tierState
+		handover *admission.Handover
+	)
+	f := newFixture(t, fixtureOptions{onRelease: func(string, string) {
+		// The first lease's release, between the two admissions.
+		h, _, err := ts.admission.HandOver(make(chan struct{}, 1))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		handover = h
+	}})
 	gpu1 := newUpstream(t, "gpu1", nil)
 	var forwarded []byte
 	f.rt.handedOver = func(w http.ResponseWriter, r *http.Request) {
@@ -197,17 +209,7 @@ func TestNotSentHandedOver(t *testing.T) {
 	}
 	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
 		[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", gpu1.srv.URL, 2}}))
-	ts, _ := f.rt.table.Load().lookup("ns/llama")
-	var handover *admission.Handover
-	f.rt.onRelease = func(string, string) {
-		// The first lease's release, between the two admissions.
-		h, _, err := ts.admission.HandOver(make(chan struct{}, 1))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		handover = h
-	}
+	ts, _ = f.rt.table.Load().lookup("ns/llama")
 	body := chat("llama")
 	resp, _ := f.mustPost(pathChatCompletions, body, nil)
 	if handover != nil {

@@ -116,6 +116,15 @@ type Options struct {
 	// after those TLSConfig, MemberIdleTimeout and Clock make. Nil adds
 	// none.
 	Upstream []upstream.Option
+	// OnRelease is called after every admission.Lease.Release the router
+	// makes, exactly once per admitted request, with the lease's tier and
+	// member, on the goroutine that released it: the moment a member's
+	// slot is free again. It runs on the request path. Nil calls nothing.
+	OnRelease func(tier, member string)
+	// AdmissionOptions are added to the options of every tier's admission
+	// owner the router creates (admission.New), such as
+	// admission.WithQueued. Nil adds none.
+	AdmissionOptions []admission.Option
 	// TracerProvider, when set, traces every inference request: one server
 	// span continuing the caller's W3C trace context, whose context the
 	// upstream request carries (docs/OPERATIONS.md#tracing). Nil means no
@@ -170,33 +179,31 @@ type Router struct {
 	// applyMu.
 	addrsFailed bool
 
-	// onRelease, when set (tests only), is called after every call of
-	// admission.Lease.Release the router makes.
-	onRelease func(tier, member string)
-	// admissionOptions (tests only) are added to every new tier's
-	// admission options.
-	admissionOptions []admission.Option
+	onRelease        func(tier, member string) // Options.OnRelease; nil calls nothing.
+	admissionOptions []admission.Option        // Options.AdmissionOptions.
 }
 
 // New returns a Router with no tiers; it answers every model with 404 until
 // the first Apply.
 func New(opts Options) *Router {
 	rt := &Router{
-		readiness:  opts.Readiness,
-		recheck:    opts.Rechecker,
-		handedOver: opts.HandedOver,
-		pressure:   opts.Pressure,
-		keys:       opts.Keys,
-		authed:     opts.Authenticated,
-		maxBody:    opts.MaxBodyBytes,
-		log:        opts.Logger,
-		accessLog:  slog.LevelDebug,
-		recorder:   opts.Recorder,
-		intervals:  opts.Intervals,
-		clock:      opts.Clock,
-		ids:        newIDGenerator(),
-		hostAddrs:  opts.HostAddrs,
-		tracer:     newTracer(opts.TracerProvider),
+		readiness:        opts.Readiness,
+		recheck:          opts.Rechecker,
+		handedOver:       opts.HandedOver,
+		pressure:         opts.Pressure,
+		keys:             opts.Keys,
+		authed:           opts.Authenticated,
+		maxBody:          opts.MaxBodyBytes,
+		log:              opts.Logger,
+		accessLog:        slog.LevelDebug,
+		recorder:         opts.Recorder,
+		intervals:        opts.Intervals,
+		clock:            opts.Clock,
+		ids:              newIDGenerator(),
+		hostAddrs:        opts.HostAddrs,
+		onRelease:        opts.OnRelease,
+		admissionOptions: opts.AdmissionOptions,
+		tracer:           newTracer(opts.TracerProvider),
 
 		stripHeaders: engineHeadersToStrip(opts.PassEngineHeaders),
 		tenantHeader: http.CanonicalHeaderKey(opts.TenantHeader),

@@ -652,23 +652,22 @@ func TestFailedBodyClosesMemberConnectionBeforeRelease(t *testing.T) {
 		{name: "client gone", mutate: timeouts(time.Minute, time.Minute), cancel: true, wantEnd: EndClientGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fixtureOptions{})
-			gpu0 := newUpstream(t, "gpu0", nil)
 			memberGone := make(chan struct{})
+			var closedFirst atomic.Bool
+			f := newFixture(t, fixtureOptions{onRelease: func(string, string) {
+				select {
+				case <-memberGone:
+					closedFirst.Store(true)
+				case <-time.After(closeBound):
+				}
+			}})
+			gpu0 := newUpstream(t, "gpu0", nil)
 			gpu0.handle(func(w http.ResponseWriter, r *http.Request) {
 				sseHeaders(w)
 				writeEvents(w, sseEvents[0])
 				<-r.Context().Done() // the member's server saw the connection close.
 				close(memberGone)
 			})
-			var closedFirst atomic.Bool
-			f.rt.onRelease = func(string, string) {
-				select {
-				case <-memberGone:
-					closedFirst.Store(true)
-				case <-time.After(closeBound):
-				}
-			}
 			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
 				[]memberSpec{{"gpu0", gpu0.srv.URL, 1}}, tc.mutate))
 
