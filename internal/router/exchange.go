@@ -100,6 +100,8 @@ type exchange struct {
 // caller admits the request again (readmit).
 func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) (notSent bool) {
 	ex.reply = heldReply{w: w, progress: newWriteProgress(w, ex.idleTimeout)}
+	// However serve ends, end releases the lease once and records the
+	// outcome; a panic goes on after it.
 	returned := false
 	defer func() { ex.end(returned, recover()) }()
 
