@@ -204,7 +204,7 @@ func TestDecisiveCases(t *testing.T) {
 	setup := func(t *testing.T) (*fixture, chan struct{}) {
 		f := newFixture(t, fixtureOptions{})
 		release := make(chan struct{})
-		ups := map[string]*upstream{}
+		ups := map[string]*fakeMember{}
 		for _, id := range []string{"gpu0", "gpu1"} {
 			ups[id] = newUpstream(t, id, nil)
 			ups[id].handle(holdOrAnswer(release))

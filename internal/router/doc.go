@@ -3,10 +3,11 @@
 // The Router serves the OpenAI-compatible routes: for every request it runs
 // the request-wide gates (method, API key, body size, a JSON object with a
 // string "model", a known alias), reads completed readiness and pressure
-// snapshots without waiting, makes one Acquire on the tier's admission owner,
-// sends exactly one upstream attempt to the leased member through
-// httputil.ReverseProxy, and releases the lease exactly once when the
-// exchange ends, however it ends. Tiers arrive as complete source.Snapshots
+// snapshots without waiting, makes one admission decision on the tier's
+// admission owner, sends exactly one
+// upstream attempt to the leased member through the member client
+// (internal/upstream), and releases the lease exactly once when the
+// exchange ends, however it ends: exchange.serve runs it top to bottom. Tiers arrive as complete source.Snapshots
 // and are applied one tier at a time with admission.Tier.Apply; the alias
 // table the request path reads is an immutable map swapped atomically. The
 // Admin handler serves health, readiness, capacity, the applied tier

@@ -44,41 +44,6 @@ var (
 
 // Internal errors.
 var (
-	// errNotExchange reports a request given to the member client that no
-	// exchange sent.
-	errNotExchange = errors.New("router: request is not an exchange's")
-	// errUpgrade reports a member that answered with 101 Switching
-	// Protocols, which no inference request asks for.
-	errUpgrade = errors.New("router: member switched protocols")
-	// errTooManyInformational reports a member that sent more than
-	// maxInformational 1xx responses before its final one.
-	errTooManyInformational = errors.New("router: too many informational responses")
-	// errHeaderTooLarge reports a member whose response heads (1xx ones
-	// included) exceeded maxResponseHeaderBytes.
-	errHeaderTooLarge = errors.New("router: member response headers too large")
-	// errNotReceived reports a request that failed on a reused connection
-	// which provably never delivered it to the member: nothing was
-	// written, or the member had closed the connection and reset the
-	// request's bytes (docs/ROUTER.md#21-the-member-client). The request
-	// goes out once more, on a fresh connection.
-	errNotReceived = errors.New("router: request not received by the member")
-	// errNotSent reports a request no byte of which was written to the
-	// member: the connection was refused, or a fresh one was reset before
-	// its first byte went out. It wraps errMemberRefused or errMemberReset.
-	// The engine cannot have seen the request, so it goes back to admission
-	// once (readmit), never to the same member.
-	errNotSent = errors.New("router: request not sent to the member")
-	// errMemberRefused reports a member that refused the connection.
-	errMemberRefused = errors.New("router: member refused the connection")
-	// errMemberReset reports a member that reset a fresh connection before
-	// any response byte.
-	errMemberReset = errors.New("router: member reset the connection")
-	// errMemberClosed reports a member that closed the connection after
-	// taking the request, before any response byte.
-	errMemberClosed = errors.New("router: member closed the connection")
-	// errBodyClosed is returned by reads of a member's response body after
-	// Close.
-	errBodyClosed = errors.New("router: response body closed")
 	// errNoRoute reports a lease whose member has no route in the tier's
 	// configuration, which cannot happen.
 	errNoRoute = errors.New("router: leased member has no route")

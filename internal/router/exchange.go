@@ -4,71 +4,31 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/sse"
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
-// phase is where an exchange is in its life. Phases only move forward.
-type phase uint8
+// maxUpstreamFields bounds the header fields an exchange replaces or
+// removes on the upstream request: X-Request-Id, the four forwarding
+// fields, Authorization, TE, traceparent and tracestate.
+const maxUpstreamFields = 9
 
-// The phases of an exchange, in order.
-const (
-	// phaseAdmitted: the lease is held and nothing was sent yet.
-	phaseAdmitted phase = iota
-	// phaseSent: the request was written to a member connection.
-	phaseSent
-	// phaseHeaders: the member's response headers arrived.
-	phaseHeaders
-	// phaseBody: the proxy is reading the member's response body.
-	phaseBody
-	// phaseEnded: the lease was released; nothing moves the exchange any
-	// more.
-	phaseEnded
-)
-
-// String returns the phase's name, for test failures.
-func (p phase) String() string {
-	switch p {
-	case phaseAdmitted:
-		return "admitted"
-	case phaseSent:
-		return "sent"
-	case phaseHeaders:
-		return "headers"
-	case phaseBody:
-		return "body"
-	case phaseEnded:
-		return "ended"
-	}
-	return "unknown"
-}
-
-// exchangeKey is the context key of a request's exchange.
-type exchangeKey struct{}
-
-// exchangeOf returns the exchange of a request the router proxies, or nil.
-func exchangeOf(ctx context.Context) *exchange {
-	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return ex
-}
-
-// exchange owns one admitted request's single upstream attempt from
-// admission to the lease's release. It is a small state machine (admitted →
-// sent → headers → body → ended) driven by events the other components
-// report: the member client (sent), ModifyResponse (gotHeaders), the
-// proxy's ErrorHandler (failed), the member's response body (bodyEnded,
-// bodyClosed) and the deferred end of serve, which also runs when the copy
-// panics with http.ErrAbortHandler (served). Reaching phaseEnded, in settle,
-// is the only path to Lease.Release, so the lease is released exactly once
-// whichever event comes first. All events arrive on the serving goroutine:
-// the client's cancellation only moves connection deadlines (memberConn.abort)
-// and never reports an event itself. The member client bounds the waits with
-// connection deadlines: until response headers arrive the tier's
-// responseHeaderTimeout, then the idleTimeout for each body read.
+// exchange is one admitted request's single upstream attempt, from its
+// lease to the lease's release: serve runs it top to bottom on the serving
+// goroutine, and settle, which serve's deferred end reaches however the
+// exchange ends, is the one path to Lease.Release. The client's
+// cancellation only moves the member connection's deadlines (the
+// attempt's) and never ends the exchange itself. Until the member's
+// response head arrives the tier's responseHeaderTimeout bounds the
+// attempt, then its idleTimeout bounds each body read and each write to
+// the client.
 type exchange struct {
 	rt    *Router
 	tier  *tierState
@@ -77,31 +37,39 @@ type exchange struct {
 	lease *admission.Lease
 	body  []byte // the request body sent to the member.
 	// held are the request's body buffers, body among them; released when
-	// the response headers arrive (the request is never sent again) or when
-	// the exchange is served, whichever comes first.
+	// the response head arrives (the request is never sent again) or when
+	// the exchange ends, whichever comes first.
 	held heldBodies
 	in   context.Context // the client's request context.
 
 	idHeader []string // the X-Request-Id header value.
 
-	// reply is the client's response as the proxy writes it; it holds the
-	// head until the first body byte.
-	reply heldReply
-
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
 
-	phase phase
+	// req is the upstream request, and upFields its replaced fields.
+	req      upstream.Request
+	upFields [maxUpstreamFields]upstream.Field
+	// attempt is the request's one attempt on a member connection.
+	attempt upstream.Attempt
+	// reply is the client's response as the exchange writes it; it holds
+	// the head until the first body byte.
+	reply heldReply
 
-	// notSent says the member never saw the request (errNotSent): the
-	// lease is released and nothing was answered, and the router admits
-	// the request once more (readmit). readmitted says this exchange is
-	// that second admission's, which is never admitted again.
+	// settled says the lease was released.
+	settled bool
+	// relayFailed says the relay of the body to the client failed after
+	// the head: the client's response is aborted.
+	relayFailed bool
+
+	// notSent says the member never saw the request (upstream.ErrNotSent):
+	// the lease is released and nothing was answered, and the router
+	// admits the request once more (readmit). readmitted says this
+	// exchange is that second admission's, which is never admitted again.
 	notSent    bool
 	readmitted bool
 
-	resp    memberBody // the member's response body, once headers arrived.
-	outcome Outcome    // written only on the serving goroutine.
+	outcome Outcome // written only on the serving goroutine.
 
 	// framed is set for a 2xx text/event-stream response: scan then checks
 	// the body's framing as it is read.
@@ -123,49 +91,194 @@ type exchange struct {
 	intervals Observer
 }
 
-// serve sends the request to the member through the reverse proxy. The
-// outgoing request carries no body reader: the member client writes the
-// exchange's body buffer. When the member never saw the request (notSent)
-// serve answers nothing and records nothing: the caller admits the request
-// again (readmit).
-func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) {
-	out := r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
-	out.Body = http.NoBody
-	out.ContentLength = int64(len(ex.body))
-	out.TransferEncoding = nil
-	out.GetBody = nil
-	// The client's connection headers go now, upgrade included; net/http's
-	// server read what it needs of them when it read the request.
-	dropHopByHop(out.Header)
+// serve runs the exchange, top to bottom: write the request on a member
+// connection, read the response head, scrub it, relay and scan the body,
+// pass the trailers on. Its deferred end releases the lease exactly once
+// and records the outcome, whether serve returns, the relay fails or a
+// write to the client panics. serve reports whether the member never saw
+// the request (notSent): then it answered and recorded nothing, and the
+// caller admits the request again (readmit).
+func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) (notSent bool) {
 	ex.reply = heldReply{w: w, progress: newWriteProgress(w, ex.idleTimeout)}
+	// However serve ends, end releases the lease once and records the
+	// outcome; a panic goes on after it.
 	returned := false
-	defer func() {
-		var p any
-		if !returned {
-			p = recover() // nil for runtime.Goexit.
+	defer func() { ex.end(returned, recover()) }()
+
+	// 1. Write the request; read the member's response head.
+	ex.prepare(r)
+	err := ex.rt.members.Send(ex.in, &ex.attempt, &ex.route.target, &ex.req)
+	var head upstream.Head
+	if err == nil {
+		head, err = ex.attempt.ReadHead()
+	}
+	if err != nil {
+		// No response: the router's own error, or nothing (failed).
+		if e := ex.failed(err); e != nil {
+			e.write(&ex.reply)
 		}
-		if returned && ex.notSent {
-			return // readmit owns the request, its body and its outcome now.
-		}
-		aborted := !returned
-		switch {
-		case p != nil && p != http.ErrAbortHandler: //nolint:errorlint // ReverseProxy panics with the sentinel itself.
-		case ex.answerUnsent():
-			aborted, p = false, nil
-		case !aborted && ex.reply.unsent():
-			ex.reply.commit() // a response without a body byte, such as a 204.
-		case ex.reply.committed:
-			// The head and the bytes relayed so far reach the client before
-			// the connection is aborted.
-			_ = http.NewResponseController(w).Flush()
-		}
-		ex.served(!aborted)
-		if p != nil {
-			panic(p)
-		}
-	}()
-	ex.rt.proxy.ServeHTTP(&ex.reply, out)
+		returned = true
+		return ex.notSent
+	}
+
+	// 2. Scrub the head, then hold it back until the body starts.
+	dropResponseHopByHop(head.Header)
+	ex.gotHeaders(head.Status, head.Header["Content-Type"])
+	ex.rt.copyResponseHeader(w.Header(), head.Header)
+	announceTrailers(w.Header(), &ex.attempt)
+	ex.reply.WriteHeader(head.Status)
+
+	// 3. Relay the body as it is read, scanning it; its end releases the
+	// lease (bodyEnded).
+	if ex.relay(flushEveryWrite(&head)) != nil {
+		ex.relayFailed = true // end answers the client or aborts its response.
+		returned = true
+		return false
+	}
+	_ = ex.attempt.Close() // the connection goes back to the idle pool.
+
+	// 4. Trailers, then end.
+	ex.trailers(head.Trailers)
 	returned = true
+	return false
+}
+
+// end ends the exchange however serve left it (returned, or a panic p, nil
+// for runtime.Goexit): after a failed relay or a panic it answers the
+// router's own error when the client was sent nothing yet (answerUnsent),
+// else flushes the head and the bytes relayed so far before the client's
+// response is aborted; it then gives up the member connection, releases
+// the lease and records the outcome (served). A failed relay aborts the
+// client's response with http.ErrAbortHandler; any other panic goes on.
+func (ex *exchange) end(returned bool, p any) {
+	if returned && ex.notSent {
+		return // readmit owns the request, its body and its outcome now.
+	}
+	aborted := !returned || ex.relayFailed
+	if returned && ex.relayFailed {
+		p = http.ErrAbortHandler
+	}
+	switch {
+	case p != nil && p != http.ErrAbortHandler: //nolint:errorlint // net/http compares the sentinel itself.
+	case ex.answerUnsent():
+		aborted, p = false, nil
+	case !aborted && ex.reply.unsent():
+		ex.reply.commit() // a response without a body byte, such as a 204.
+	case ex.reply.committed:
+		// The head and the bytes relayed so far reach the client before
+		// the connection is aborted.
+		_ = http.NewResponseController(ex.reply.w).Flush()
+	}
+	ex.served(!aborted)
+	if p != nil {
+		panic(p)
+	}
+}
+
+// prepare builds the upstream request from the client's r: the route's
+// path, never the client's raw target (so "/v1%2Fchat%2Fcompletions" goes
+// out as "/v1/chat/completions"); the query re-encoded from the pairs that
+// parse, those that do not dropped; the client's header fields less its
+// hop-by-hop ones (dropped from r.Header here, an upgrade included: the
+// router serves a request asking for one as a plain request, RFC 9110
+// §7.8) and less the forwarding fields (Forwarded, X-Forwarded-*), with the
+// router's X-Request-Id; Authorization removed when the router
+// authenticates; TE: trailers when the client's TE named trailers; a
+// traced request's traceparent and tracestate its span's. The body is the
+// exchange's, the timeouts its tier's.
+func (ex *exchange) prepare(r *http.Request) {
+	dropHopByHop(r.Header)
+	query := r.URL.RawQuery
+	if query != "" {
+		q, _ := url.ParseQuery(query) // the pairs that parse; the error names the first that does not.
+		query = q.Encode()
+	}
+	f := append(ex.upFields[:0], upstream.Field{Name: headerRequestID, Values: ex.idHeader})
+	f = append(f, forwardingFields...)
+	if ex.rt.keys != nil {
+		f = append(f, upstream.Field{Name: "Authorization"}) // the router's credential, not the engine's.
+	}
+	if containsToken(r.Header["Te"], "trailers") {
+		f = append(f, teTrailers)
+	}
+	if t := ex.outcome.trace; t != nil {
+		h := make(http.Header, 2)
+		t.inject(h)
+		f = append(f, upstream.Field{Name: "Traceparent", Values: h["Traceparent"]},
+			upstream.Field{Name: "Tracestate", Values: h["Tracestate"]})
+	}
+	ex.req = upstream.Request{Method: r.Method, Path: r.URL.Path, RawQuery: query, Header: r.Header, Fields: f,
+		Body: ex.body, HeaderTimeout: ex.headerTimeout, IdleTimeout: ex.idleTimeout}
+}
+
+// relay copies the member's body to the client until its end, scanning
+// each read (bodyBytes) before it is written; with flush, the head goes
+// out at once and every write is flushed. The body's end or failure is
+// reported (bodyEnded) before the read's bytes are written, so the lease
+// is free once the member is done. It returns the read's failure, or the
+// write's: the client's response must then be aborted.
+func (ex *exchange) relay(flush bool) error {
+	buf := copyBuffers{}.Get()
+	defer copyBuffers{}.Put(buf)
+	if flush {
+		_ = ex.reply.FlushError()
+	}
+	for {
+		n, rerr := ex.attempt.Read(buf)
+		if n > 0 {
+			ex.bodyBytes(buf[:n])
+		}
+		if rerr != nil {
+			ex.bodyEnded(rerr)
+		}
+		if n > 0 {
+			nw, werr := ex.reply.Write(buf[:n])
+			if flush {
+				_ = ex.reply.FlushError()
+			}
+			if werr == nil && nw != n {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return werr
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// flushEveryWrite reports whether every write of a body is flushed: an
+// event stream's and a body's without a Content-Length, which is every
+// stream. A body of known length is written through the server's buffer.
+func flushEveryWrite(head *upstream.Head) bool {
+	ct := head.Header["Content-Type"]
+	return len(ct) > 0 && isEventStream(ct[0]) || head.ContentLength == -1
+}
+
+// trailers passes the member's trailers on once its body was read whole:
+// under the names its head announced (announceTrailers), or, when the
+// body brought others, each under http.TrailerPrefix. A response with
+// trailers is flushed first, so that net/http sends it chunked.
+func (ex *exchange) trailers(announced int) {
+	trailer := ex.attempt.Trailer()
+	if len(trailer) == 0 {
+		return
+	}
+	_ = ex.reply.FlushError()
+	h := ex.reply.w.Header()
+	for k, vv := range trailer {
+		if len(trailer) != announced {
+			k = http.TrailerPrefix + k
+		}
+		for _, v := range vv {
+			h.Add(k, v)
+		}
+	}
 }
 
 // answerUnsent answers, with the router's own error, a response whose body
@@ -196,40 +309,33 @@ func (ex *exchange) answerUnsent() bool {
 	return true
 }
 
-// advance moves the exchange forward to p; it never moves it back and never
-// out of phaseEnded.
-func (ex *exchange) advance(p phase) {
-	if p > ex.phase && ex.phase != phaseEnded {
-		ex.phase = p
-	}
-}
-
-// settle ends the exchange and releases its lease: the one path to
-// Lease.Release. Later calls do nothing.
+// settle releases the exchange's lease: the one path to Lease.Release.
+// Later calls do nothing.
 func (ex *exchange) settle() {
-	if ex.phase == phaseEnded {
+	if ex.settled {
 		return
 	}
-	ex.phase = phaseEnded
+	ex.settled = true
 	ex.lease.Release()
 	if h := ex.rt.onRelease; h != nil {
 		h(ex.tier.key, ex.lease.Member())
 	}
 }
 
-// sent reports that the request was written to a member connection.
-func (ex *exchange) sent() { ex.advance(phaseSent) }
-
-// gotHeaders reports the member's response headers: their status and
-// Content-Type values, at the time they arrived. A 2xx text/event-stream
-// response has its body's framing checked.
+// gotHeaders takes the member's response head: its status and Content-Type
+// values, hop-by-hop fields dropped. The request is never sent again, so
+// its body buffers go. A 2xx text/event-stream response has its body's
+// framing checked.
 func (ex *exchange) gotHeaders(status int, contentType []string) {
-	ex.advance(phaseHeaders)
 	ex.held.release()
 	ex.body = nil
+	ex.req.Body = nil
 	o := &ex.outcome
 	o.Status = status
 	o.FirstByte = ex.rt.clock.Since(o.Start)
+	if t := o.trace; t != nil {
+		t.upstreamHeaders(status)
+	}
 	ok := status >= 200 && status < 300
 	ex.framed = ok && len(contentType) == 1 && isEventStream(contentType[0])
 	if ok && ex.fields != 0 {
@@ -248,7 +354,7 @@ func isEventStream(v string) bool {
 	return strings.EqualFold(strings.TrimSpace(v), "text/event-stream")
 }
 
-// bodyBytes reports body bytes read from the member, which the proxy
+// bodyBytes takes body bytes read from the member, which the exchange
 // relays to the client unchanged.
 func (ex *exchange) bodyBytes(p []byte) {
 	if ex.framed {
@@ -285,12 +391,13 @@ func (ex *exchange) contentEvents(n int) {
 	ex.lastEvent = at
 }
 
-// failed reports that the exchange failed before response headers and
-// returns the error the client gets: nil when the client went away (nobody
-// is listening) and when the member never saw the request (notSent), 504
-// when the member did not answer within responseHeaderTimeout, 502
-// otherwise. A member that refused the connection or reset it before any
-// response byte is ejected (eject).
+// failed ends an exchange that failed before response headers (the
+// attempt closed its connection already) and returns the error the client
+// gets: nil when the client went away (nobody is listening) and when the
+// member never saw the request (notSent), 504 when the member did not
+// answer within responseHeaderTimeout, 502 otherwise. A member that
+// refused the connection or reset or closed it before any response byte
+// is ejected (eject).
 func (ex *exchange) failed(err error) *apiError {
 	ex.settle()
 	o := &ex.outcome
@@ -298,7 +405,7 @@ func (ex *exchange) failed(err error) *apiError {
 		ex.eject(reason)
 	}
 	switch {
-	case ex.in.Err() == nil && !ex.readmitted && errors.Is(err, errNotSent):
+	case ex.in.Err() == nil && !ex.readmitted && errors.Is(err, upstream.ErrNotSent):
 		// Not a byte reached the member: the request goes back to
 		// admission once, without it (readmit).
 		ex.notSent = true
@@ -320,11 +427,11 @@ func (ex *exchange) failed(err error) *apiError {
 	return e
 }
 
-// bodyRead reports that the proxy reads the member's response body.
-func (ex *exchange) bodyRead() { ex.advance(phaseBody) }
-
-// bodyEnded reports the response body's end (EOF) or failure, and
-// classifies how the exchange ended unless that is known already.
+// bodyEnded takes the response body's end (EOF) or failure: the lease is
+// released (the attempt closed a failed body's connection first, so the
+// member sees the exchange end before its lease is free for another
+// request, docs/ROUTER.md#3-terminal-paths), and how the exchange ended is
+// classified unless that is known already.
 func (ex *exchange) bodyEnded(err error) {
 	ex.settle()
 	o := &ex.outcome
@@ -347,20 +454,17 @@ func (ex *exchange) bodyEnded(err error) {
 	}
 }
 
-// bodyClosed reports that the proxy closed the member's response body.
-func (ex *exchange) bodyClosed() { ex.settle() }
-
-// served reports that serve returned (returned) or panicked: it gives up the
-// member connection, ends the exchange if no other event did, and records
-// the outcome.
+// served ends the exchange once serve returned (returned) or stopped
+// short: it gives up the member connection (closed unless its body was
+// read whole), releases the lease if nothing did, and records the outcome.
 func (ex *exchange) served(returned bool) {
-	_ = ex.resp.Close()
+	_ = ex.attempt.Close()
 	ex.held.release()
 	ex.settle()
 	o := &ex.outcome
 	if !returned && (o.End == "" || o.End == EndComplete) || returned && o.End == "" {
-		// The relay to the client failed (the proxy panics with
-		// http.ErrAbortHandler) or stopped without the body's end.
+		// The relay to the client failed, or stopped without the body's
+		// end.
 		o.End = EndAborted
 		if ex.in.Err() != nil {
 			o.End = EndClientGone
@@ -393,4 +497,10 @@ func (ex *exchange) eject(reason Ejection) {
 	if ex.rt.recheck != nil {
 		ex.rt.recheck.Recheck(ex.tier.key, ex.route.id)
 	}
+}
+
+// isTimeout reports whether err is a connection deadline or dial timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -10,24 +10,24 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
-// exchangeEvent is one event a component reports to an exchange.
+// exchangeEvent is one step of an exchange: serve takes them in this order
+// (gotHeaders, then bodyBytes and bodyEnded per read, then served from its
+// deferred end; failed instead of all of them before response headers).
 type exchangeEvent struct {
 	name string
 	fire func(ex *exchange)
 }
 
 var (
-	evSent       = exchangeEvent{"sent", func(ex *exchange) { ex.sent() }}
 	evHeaders    = exchangeEvent{"headers", func(ex *exchange) { ex.gotHeaders(http.StatusOK, nil) }}
-	evBodyRead   = exchangeEvent{"body read", func(ex *exchange) { ex.bodyRead() }}
 	evBodyEOF    = exchangeEvent{"body EOF", func(ex *exchange) { ex.bodyEnded(io.EOF) }}
 	evBodyReset  = exchangeEvent{"body reset", func(ex *exchange) { ex.bodyEnded(syscall.ECONNRESET) }}
 	evBodyIdle   = exchangeEvent{"body idle timeout", func(ex *exchange) { ex.bodyEnded(os.ErrDeadlineExceeded) }}
-	evBodyClosed = exchangeEvent{"body closed", func(ex *exchange) { ex.bodyClosed() }}
-	evRefused    = exchangeEvent{"dial refused", func(ex *exchange) { ex.failed(fmt.Errorf("%w: dial", errMemberRefused)) }}
-	evReset      = exchangeEvent{"reset before headers", func(ex *exchange) { ex.failed(fmt.Errorf("%w: read", errMemberReset)) }}
+	evRefused    = exchangeEvent{"dial refused", func(ex *exchange) { ex.failed(fmt.Errorf("%w: dial", upstream.ErrRefused)) }}
+	evReset      = exchangeEvent{"reset before headers", func(ex *exchange) { ex.failed(fmt.Errorf("%w: read", upstream.ErrReset)) }}
 	evHeaderTime = exchangeEvent{"header timeout", func(ex *exchange) { ex.failed(os.ErrDeadlineExceeded) }}
 	evReturned   = exchangeEvent{"serve returned", func(ex *exchange) { ex.served(true) }}
 	evSSEHeaders = exchangeEvent{"event-stream headers", func(ex *exchange) {
@@ -40,13 +40,14 @@ var (
 	evDone      = exchangeEvent{"[DONE]", func(ex *exchange) { ex.bodyBytes([]byte("data: [DONE]\n\n")) }}
 	evBadLine   = exchangeEvent{"bad line", func(ex *exchange) { ex.bodyBytes([]byte("oops\n")) }}
 	evBodyShort = exchangeEvent{"body unexpected EOF", func(ex *exchange) { ex.bodyEnded(io.ErrUnexpectedEOF) }}
-	evPanicked  = exchangeEvent{"serve panicked", func(ex *exchange) { ex.served(false) }}
+	// evAborted is serve's end after the relay to the client failed or
+	// panicked.
+	evAborted = exchangeEvent{"relay aborted", func(ex *exchange) { ex.served(false) }}
 )
 
-// TestExchangeReleasesOnce drives the exchange's state machine through
-// every path an exchange takes, event by event, and checks that the lease
-// is released exactly once, at the first event that ends the exchange,
-// that the phase only moves forward, and how the outcome ends.
+// TestExchangeReleasesOnce drives an exchange through every path serve
+// takes, step by step, and checks that the lease is released exactly once,
+// at the first step that ends the exchange, and how the outcome ends.
 func TestExchangeReleasesOnce(t *testing.T) {
 	tests := []struct {
 		desc      string
@@ -55,64 +56,59 @@ func TestExchangeReleasesOnce(t *testing.T) {
 		wantEnd   End
 		wantEject Ejection
 	}{
-		{desc: "complete", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyEOF, evBodyClosed, evReturned},
-			releaseAt: 3, wantEnd: EndComplete},
-		{desc: "body closed before EOF", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyClosed, evReturned},
-			releaseAt: 3, wantEnd: EndAborted},
-		{desc: "reset mid-body", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyReset, evBodyClosed, evReturned},
-			releaseAt: 3, wantEnd: EndUpstreamError},
-		{desc: "idle timeout mid-body", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyIdle, evBodyClosed, evReturned},
-			releaseAt: 3, wantEnd: EndIdleTimeout},
-		{desc: "relay panics mid-body", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evPanicked},
-			releaseAt: 3, wantEnd: EndAborted},
-		{desc: "relay panics after EOF", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyEOF, evPanicked},
-			releaseAt: 3, wantEnd: EndAborted},
+		{desc: "complete", events: []exchangeEvent{evHeaders, evBodyEOF, evReturned},
+			releaseAt: 1, wantEnd: EndComplete},
+		{desc: "relay fails before EOF", events: []exchangeEvent{evHeaders, evEvent, evAborted},
+			releaseAt: 2, wantEnd: EndAborted},
+		{desc: "reset mid-body", events: []exchangeEvent{evHeaders, evBodyReset, evAborted},
+			releaseAt: 1, wantEnd: EndUpstreamError},
+		{desc: "idle timeout mid-body", events: []exchangeEvent{evHeaders, evBodyIdle, evAborted},
+			releaseAt: 1, wantEnd: EndIdleTimeout},
+		{desc: "relay panics mid-body", events: []exchangeEvent{evHeaders, evAborted},
+			releaseAt: 1, wantEnd: EndAborted},
+		{desc: "relay panics after EOF", events: []exchangeEvent{evHeaders, evBodyEOF, evAborted},
+			releaseAt: 1, wantEnd: EndAborted},
 		{desc: "dial refused", events: []exchangeEvent{evRefused, evReturned},
 			releaseAt: 0, wantEnd: EndUnavailable, wantEject: EjectRefused},
-		{desc: "reset before headers", events: []exchangeEvent{evSent, evReset, evReturned},
-			releaseAt: 1, wantEnd: EndUnavailable, wantEject: EjectReset},
-		{desc: "header timeout", events: []exchangeEvent{evSent, evHeaderTime, evReturned},
-			releaseAt: 1, wantEnd: EndHeaderTimeout},
-		{desc: "panic before anything", events: []exchangeEvent{evPanicked},
+		{desc: "reset before headers", events: []exchangeEvent{evReset, evReturned},
+			releaseAt: 0, wantEnd: EndUnavailable, wantEject: EjectReset},
+		{desc: "header timeout", events: []exchangeEvent{evHeaderTime, evReturned},
+			releaseAt: 0, wantEnd: EndHeaderTimeout},
+		{desc: "panic before anything", events: []exchangeEvent{evAborted},
 			releaseAt: 0, wantEnd: EndAborted},
-		{desc: "returned without an answer", events: []exchangeEvent{evSent, evReturned},
-			releaseAt: 1, wantEnd: EndAborted},
-		{desc: "event stream complete", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evEvent, evDone, evBodyEOF, evBodyClosed, evReturned},
-			releaseAt: 5, wantEnd: EndComplete},
-		{desc: "event stream without [DONE]", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evEvent, evBodyEOF, evBodyClosed, evReturned},
-			releaseAt: 4, wantEnd: EndTruncated},
-		{desc: "event stream malformed", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evBadLine, evDone, evBodyEOF, evBodyClosed, evReturned},
-			releaseAt: 5, wantEnd: EndMalformed},
-		{desc: "event stream without [DONE], relay panics", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evEvent, evBodyEOF, evPanicked},
-			releaseAt: 4, wantEnd: EndAborted},
-		{desc: "malformed event stream reset", events: []exchangeEvent{evSent, evSSEHeaders, evBodyRead, evBadLine, evBodyReset, evBodyClosed, evReturned},
-			releaseAt: 4, wantEnd: EndUpstreamError},
-		{desc: "event stream 4xx not inspected", events: []exchangeEvent{evSent, evSSE4xx, evBodyRead, evBadLine, evBodyEOF, evBodyClosed, evReturned},
-			releaseAt: 4, wantEnd: EndComplete},
-		{desc: "other media type not inspected", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBadLine, evBodyEOF, evBodyClosed, evReturned},
-			releaseAt: 4, wantEnd: EndComplete},
-		{desc: "body ends before its length", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyShort, evBodyClosed, evPanicked},
-			releaseAt: 3, wantEnd: EndTruncated},
-		{desc: "late events after the end", events: []exchangeEvent{evSent, evHeaders, evBodyRead, evBodyEOF, evBodyRead, evHeaders, evBodyClosed, evBodyReset, evReturned},
+		{desc: "returned without an answer", events: []exchangeEvent{evReturned},
+			releaseAt: 0, wantEnd: EndAborted},
+		{desc: "event stream complete", events: []exchangeEvent{evSSEHeaders, evEvent, evDone, evBodyEOF, evReturned},
 			releaseAt: 3, wantEnd: EndComplete},
+		{desc: "event stream without [DONE]", events: []exchangeEvent{evSSEHeaders, evEvent, evBodyEOF, evReturned},
+			releaseAt: 2, wantEnd: EndTruncated},
+		{desc: "event stream malformed", events: []exchangeEvent{evSSEHeaders, evBadLine, evDone, evBodyEOF, evReturned},
+			releaseAt: 3, wantEnd: EndMalformed},
+		{desc: "event stream without [DONE], relay panics", events: []exchangeEvent{evSSEHeaders, evEvent, evBodyEOF, evAborted},
+			releaseAt: 2, wantEnd: EndAborted},
+		{desc: "malformed event stream reset", events: []exchangeEvent{evSSEHeaders, evBadLine, evBodyReset, evAborted},
+			releaseAt: 2, wantEnd: EndUpstreamError},
+		{desc: "event stream 4xx not inspected", events: []exchangeEvent{evSSE4xx, evBadLine, evBodyEOF, evReturned},
+			releaseAt: 2, wantEnd: EndComplete},
+		{desc: "other media type not inspected", events: []exchangeEvent{evHeaders, evBadLine, evBodyEOF, evReturned},
+			releaseAt: 2, wantEnd: EndComplete},
+		{desc: "body ends before its length", events: []exchangeEvent{evHeaders, evBodyShort, evAborted},
+			releaseAt: 1, wantEnd: EndTruncated},
+		{desc: "late events after the end", events: []exchangeEvent{evHeaders, evBodyEOF, evHeaders, evBodyReset, evReturned},
+			releaseAt: 1, wantEnd: EndComplete},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			ex, releases, outcomes, rechecks := newTestExchange(t)
-			last := phaseAdmitted
 			for i, ev := range tt.events {
 				ev.fire(ex)
 				want := 0
 				if i >= tt.releaseAt {
 					want = 1
 				}
-				if *releases != want {
-					t.Fatalf("after %q (event %d): %d releases, want %d", ev.name, i, *releases, want)
+				if *releases != want || ex.settled != (want == 1) {
+					t.Fatalf("after %q (event %d): %d releases (settled %v), want %d", ev.name, i, *releases, ex.settled, want)
 				}
-				if ex.phase < last || (want == 1) != (ex.phase == phaseEnded) {
-					t.Fatalf("after %q: phase %s (was %s)", ev.name, ex.phase, last)
-				}
-				last = ex.phase
 			}
 			if len(*outcomes) != 1 {
 				t.Fatalf("%d outcomes recorded, want 1", len(*outcomes))
@@ -151,9 +147,9 @@ func newTestExchange(t *testing.T) (*exchange, *int, *[]Outcome, *int) {
 			}
 			rechecks++
 		}),
+		OnRelease: func(string, string) { releases++ },
 	})
 	t.Cleanup(rt.Close)
-	rt.onRelease = func(string, string) { releases++ }
 	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 1}})))
 	ts, _ := rt.table.Load().lookup("ns/llama")
 	lease, err := ts.admission.Acquire(admission.Inputs{Ready: map[string]bool{"gpu0": true}})

@@ -6,33 +6,36 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
-// hopByHopHeaders are the request headers that describe the client's
-// connection to the router, not the request: RFC 9110 §7.6.1 and the
-// headers net/http's ReverseProxy drops (RFC 2616 §13.5.1, Proxy-Connection
-// and Upgrade). Every header a Connection header names is dropped too,
-// except TE, which a client sending it must name there (RFC 9110 §10.1.4):
-// TE is left to ReverseProxy, which drops it and sends "TE: trailers" only
-// when the client's TE named trailers.
+// hopByHopHeaders are the header fields that describe one connection, not
+// the message: RFC 9110 §7.6.1 (Connection, Proxy-Connection, Keep-Alive,
+// TE, Transfer-Encoding, Upgrade), the Proxy-Authenticate and
+// Proxy-Authorization of RFC 2616 §13.5.1, and Trailer, which announces a
+// message's trailers to the next hop. net/http's ReverseProxy drops the
+// same list. Every field a Connection field names is dropped too.
 var hopByHopHeaders = []string{
 	"Connection",
 	"Proxy-Connection",
 	"Keep-Alive",
 	"Proxy-Authenticate",
 	"Proxy-Authorization",
+	"Te",
 	"Trailer",
 	"Transfer-Encoding",
 	"Upgrade",
 }
 
-// dropHopByHop removes from h the headers of the client's connection
-// (hopByHopHeaders and every header its Connection headers name), before
-// the reverse proxy reads them. ReverseProxy would drop them too, but it
-// keeps a protocol upgrade (Connection: Upgrade and Upgrade) for the
-// backend and fails a request whose Upgrade value is not printable; the
-// router serves a request asking for an upgrade as a plain request instead
-// (RFC 9110 §7.8 lets a server ignore Upgrade), so no engine sees one.
+// dropHopByHop removes from a client's request header h the fields of the
+// client's connection: hopByHopHeaders and every field its Connection
+// fields name, except TE, which the exchange reads afterwards (a client
+// sending TE must name it in Connection, RFC 9110 §10.1.4) and which the
+// member client never sends as it is (the exchange sends "TE: trailers"
+// when the client's named trailers). An upgrade is dropped with the rest:
+// the router serves a request asking for one as a plain request (RFC 9110
+// §7.8 lets a server ignore Upgrade), so no engine sees one.
 func dropHopByHop(h http.Header) {
 	for _, v := range h["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {
@@ -42,8 +45,85 @@ func dropHopByHop(h http.Header) {
 		}
 	}
 	for _, name := range hopByHopHeaders {
+		if name != "Te" {
+			delete(h, name)
+		}
+	}
+}
+
+// dropResponseHopByHop removes from a member's response header h the
+// fields of the member's connection: hopByHopHeaders and every field its
+// Connection fields name. The member's trailers are announced anew from
+// the response's own (copyResponseHeader).
+func dropResponseHopByHop(h http.Header) {
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopByHopHeaders {
 		delete(h, name)
 	}
+}
+
+// forwardingFields remove the client's forwarding fields from every
+// upstream request: the router adds none, and a client's would claim a
+// path the router cannot vouch for.
+var forwardingFields = []upstream.Field{
+	{Name: "Forwarded"}, {Name: "X-Forwarded-For"}, {Name: "X-Forwarded-Host"}, {Name: "X-Forwarded-Proto"},
+}
+
+// teTrailers tells a member that the client takes trailers (RFC 9110
+// §10.1.4), sent only when the client's TE said so.
+var teTrailers = upstream.Field{Name: "Te", Values: []string{"trailers"}}
+
+// containsToken reports whether the comma-separated field values name
+// token, ASCII case-insensitively.
+func containsToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textproto.TrimString(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// copyResponseHeader adds the member's response fields src (hop-by-hop
+// ones dropped already) to the client's header h, less the router's own
+// (X-Request-Id, X-Sluice-Tier, X-Sluice-Member: h has them already) and
+// the engine fields the router strips (Router.stripHeaders).
+func (rt *Router) copyResponseHeader(h, src http.Header) {
+	delete(src, headerRequestID)
+	delete(src, headerTier)
+	delete(src, headerMember)
+	for _, name := range rt.stripHeaders {
+		delete(src, name)
+	}
+	for k, vv := range src {
+		if have, ok := h[k]; ok {
+			h[k] = append(have[:len(have):len(have)], vv...)
+		} else {
+			h[k] = vv // the member's header is the exchange's alone.
+		}
+	}
+}
+
+// announceTrailers announces in h's Trailer field the trailers the
+// member's head announced, which the exchange passes on after the body.
+func announceTrailers(h http.Header, a *upstream.Attempt) {
+	trailer := a.Trailer()
+	if len(trailer) == 0 {
+		return
+	}
+	names := make([]string, 0, len(trailer))
+	for k := range trailer {
+		names = append(names, k)
+	}
+	h.Add("Trailer", strings.Join(names, ", "))
 }
 
 // strippedEngineHeaders are the engine response headers the router removes

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,11 +23,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
 // failSafe bounds every wait of a test on an event; it is a deadline for a
@@ -40,9 +43,9 @@ type upstreamPool struct {
 	high   atomic.Int64
 }
 
-// upstream is a fake member: an httptest server counting requests and the
+// fakeMember is a fake member: an httptest server counting requests and the
 // concurrent high-water mark, and running the behavior the test sets.
-type upstream struct {
+type fakeMember struct {
 	t        *testing.T
 	id       string
 	srv      *httptest.Server
@@ -64,9 +67,9 @@ type seenRequest struct {
 	path   string
 }
 
-func newUpstream(t *testing.T, id string, pool *upstreamPool) *upstream {
+func newUpstream(t *testing.T, id string, pool *upstreamPool) *fakeMember {
 	t.Helper()
-	u := &upstream{t: t, id: id, pool: pool, arrived: make(chan *seenRequest, 256)}
+	u := &fakeMember{t: t, id: id, pool: pool, arrived: make(chan *seenRequest, 256)}
 	u.behavior = func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"ok","member":"`+id+`"}`)
@@ -76,7 +79,7 @@ func newUpstream(t *testing.T, id string, pool *upstreamPool) *upstream {
 	return u
 }
 
-func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+func (u *fakeMember) serve(w http.ResponseWriter, r *http.Request) {
 	u.requests.Add(1)
 	raise(&u.high, u.active.Add(1))
 	defer u.active.Add(-1)
@@ -105,14 +108,14 @@ func raise(high *atomic.Int64, v int64) {
 }
 
 // handle sets the member's behavior.
-func (u *upstream) handle(f func(w http.ResponseWriter, r *http.Request)) {
+func (u *fakeMember) handle(f func(w http.ResponseWriter, r *http.Request)) {
 	u.mu.Lock()
 	u.behavior = f
 	u.mu.Unlock()
 }
 
 // waitArrival waits for the next request to reach the member.
-func (u *upstream) waitArrival(t *testing.T) *seenRequest {
+func (u *fakeMember) waitArrival(t *testing.T) *seenRequest {
 	t.Helper()
 	select {
 	case s := <-u.arrived:
@@ -290,6 +293,13 @@ type fixtureOptions struct {
 	intervals    IntervalRecorder     // Options.Intervals.
 	passHeaders  []string             // Options.PassEngineHeaders.
 	authed       func(*http.Request)  // Options.Authenticated.
+	// beforeWrite is the member client's upstream.WithBeforeWrite hook.
+	beforeWrite func(local net.Addr)
+	// onRelease is called after the fixture counted a release
+	// (Options.OnRelease).
+	onRelease func(tier, member string)
+	// admission are Options.AdmissionOptions.
+	admission []admission.Option
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -318,16 +328,21 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		Intervals:            o.intervals,
 		TracerProvider:       o.tracer,
 		PassEngineHeaders:    o.passHeaders,
-		Logger:               slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Upstream:             []upstream.Option{upstream.WithBeforeWrite(o.beforeWrite)},
+		AdmissionOptions:     o.admission,
+		OnRelease: func(tier, member string) {
+			f.mu.Lock()
+			f.releases[tier+"#"+member]++
+			f.mu.Unlock()
+			if o.onRelease != nil {
+				o.onRelease(tier, member)
+			}
+		},
+		Logger: slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// The decision log first: once an outcome is on the channel, its
 		// record is in the log.
 		Recorder: Recorders{EvidenceRecorder(f.evidence), recorderFunc(func(o Outcome) { f.outcomes <- o })},
 	})
-	f.rt.onRelease = func(tier, member string) {
-		f.mu.Lock()
-		f.releases[tier+"#"+member]++
-		f.mu.Unlock()
-	}
 	f.front = httptest.NewServer(f.rt)
 	f.admin = httptest.NewServer(NewAdmin(f.rt, AdminOptions{Token: o.adminToken}))
 	transport := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}

@@ -32,9 +32,9 @@ func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) 
 		return nil
 	}
 	route := rt.leased(ts, cfg, lease, &o)
-	next := &exchange{rt: rt, tier: ts, who: ex.who, route: route, lease: lease, outcome: o, body: rebody(rt, &held, cfg.upstreamModel),
-		held: held, idHeader: ex.idHeader, headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: ex.in,
-		fields: ex.fields, readmitted: true}
+	body := rebody(rt, &held, cfg.upstreamModel)
+	next := rt.newExchange(ts, cfg, ex.who, route, lease, &o, held, body, ex.idHeader, r)
+	next.readmitted = true
 	held = heldBodies{} // the new exchange releases them now.
 	return rt.begin(w, next)
 }

@@ -2,16 +2,11 @@ package router
 
 import (
 	"bufio"
-	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
@@ -188,69 +183,24 @@ func TestSentIsOneAttempt(t *testing.T) {
 	}
 }
 
-// failingWriteConn is a connection whose writes take n bytes and fail
-// with err.
-type failingWriteConn struct {
-	net.Conn
-	n   int
-	err error
-}
-
-// Write takes n bytes of p and fails.
-func (c *failingWriteConn) Write(p []byte) (int, error) { return min(c.n, len(p)), c.err }
-
-// TestWriteFailureNotSent proves the member client reports a request as
-// not sent (errNotSent) only when a fresh connection was reset or broken
-// before its first byte was written: a byte written, a write deadline, or a
-// reused connection (resent instead, errNotReceived) is not.
-func TestWriteFailureNotSent(t *testing.T) {
-	tests := []struct {
-		desc        string
-		n           int
-		err         error
-		reused      bool
-		wantNotSent bool
-		wantReset   bool
-	}{
-		{desc: "reset before the first byte", err: syscall.ECONNRESET, wantNotSent: true, wantReset: true},
-		{desc: "broken pipe before the first byte", err: syscall.EPIPE, wantNotSent: true, wantReset: true},
-		{desc: "reset after a byte", n: 1, err: syscall.ECONNRESET, wantReset: true},
-		{desc: "write deadline", err: os.ErrDeadlineExceeded},
-		{desc: "reused connection", err: syscall.ECONNRESET, reused: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.desc, func(t *testing.T) {
-			local, remote := net.Pipe()
-			defer func() { _ = remote.Close() }()
-			conn := &failingWriteConn{Conn: local, n: tt.n, err: tt.err}
-			c := &memberConn{raw: conn, conn: conn, reused: tt.reused}
-			ex := &exchange{route: &memberRoute{host: "gpu0"}, body: []byte(chat("llama")), in: context.Background()}
-			req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://gpu0"+pathChatCompletions, http.NoBody)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := (&memberClient{}).send(context.Background(), ex, c, req, time.Now().Add(failSafe))
-			if err == nil {
-				_ = resp.Body.Close()
-				t.Fatal("send succeeded")
-			}
-			if errors.Is(err, errNotSent) != tt.wantNotSent || errors.Is(err, errMemberReset) != tt.wantReset {
-				t.Fatalf("error %v: not sent %v, reset %v; want %v, %v", err, errors.Is(err, errNotSent),
-					errors.Is(err, errMemberReset), tt.wantNotSent, tt.wantReset)
-			}
-			if ex.phase != phaseAdmitted {
-				t.Fatalf("exchange %s, want admitted: nothing was sent", ex.phase)
-			}
-		})
-	}
-}
-
 // TestNotSentHandedOver proves a request its member never saw, whose tier's
 // admission was handed over to a successor before the second admission,
 // goes to the successor (Options.HandedOver) with the client's body
 // readable again, reaching no other member and holding no body buffer.
 func TestNotSentHandedOver(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
+	var (
+		ts       *tierState
+		handover *admission.Handover
+	)
+	f := newFixture(t, fixtureOptions{onRelease: func(string, string) {
+		// The first lease's release, between the two admissions.
+		h, _, err := ts.admission.HandOver(make(chan struct{}, 1))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		handover = h
+	}})
 	gpu1 := newUpstream(t, "gpu1", nil)
 	var forwarded []byte
 	f.rt.handedOver = func(w http.ResponseWriter, r *http.Request) {
@@ -259,17 +209,7 @@ func TestNotSentHandedOver(t *testing.T) {
 	}
 	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
 		[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", gpu1.srv.URL, 2}}))
-	ts, _ := f.rt.table.Load().lookup("ns/llama")
-	var handover *admission.Handover
-	f.rt.onRelease = func(string, string) {
-		// The first lease's release, between the two admissions.
-		h, _, err := ts.admission.HandOver(make(chan struct{}, 1))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		handover = h
-	}
+	ts, _ = f.rt.table.Load().lookup("ns/llama")
 	body := chat("llama")
 	resp, _ := f.mustPost(pathChatCompletions, body, nil)
 	if handover != nil {

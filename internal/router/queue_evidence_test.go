@@ -27,7 +27,7 @@ type queuedFixture struct {
 	*fixture
 	clk     *clocktesting.FakeClock
 	tier    *tierState
-	gpu0    *upstream
+	gpu0    *fakeMember
 	release chan struct{}
 	queued  chan struct{}  // a send each time a request starts waiting.
 	done    chan reply     // the replies of the requests sent by wait.
@@ -37,12 +37,12 @@ type queuedFixture struct {
 func newQueuedFixture(t *testing.T) *queuedFixture {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	f := newFixture(t, fixtureOptions{clock: clk, decisionFile: filepath.Join(t.TempDir(), "decisions.jsonl")})
+	queued := make(chan struct{}, 8)
+	f := newFixture(t, fixtureOptions{clock: clk, decisionFile: filepath.Join(t.TempDir(), "decisions.jsonl"),
+		admission: []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}})
 	release := make(chan struct{})
 	gpu0 := newUpstream(t, "gpu0", nil)
 	gpu0.handle(holdOrAnswer(release))
-	queued := make(chan struct{}, 8)
-	f.rt.admissionOptions = []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}
 	f.apply(newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}, withQueue(2, time.Minute, 0)))
 	ts, _ := f.rt.table.Load().lookup("ns/q")
 	return &queuedFixture{fixture: f, clk: clk, tier: ts, gpu0: gpu0, release: release, queued: queued, done: make(chan reply, 8)}

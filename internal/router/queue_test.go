@@ -24,13 +24,14 @@ type queueFixture struct {
 	queued  chan struct{}
 	arrived chan string
 	free    chan struct{}
-	ups     []*upstream
+	ups     []*fakeMember
 }
 
 func newQueueFixture(t *testing.T, o fixtureOptions, n int, queue func(*v1alpha1.ReplicaTierSpec)) *queueFixture {
 	t.Helper()
-	qf := &queueFixture{fixture: newFixture(t, o), queued: make(chan struct{}, 64), arrived: make(chan string, 64), free: make(chan struct{}, 64)}
-	qf.rt.admissionOptions = []admission.Option{admission.WithQueued(func() { qf.queued <- struct{}{} })}
+	queued := make(chan struct{}, 64)
+	o.admission = []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}
+	qf := &queueFixture{fixture: newFixture(t, o), queued: queued, arrived: make(chan string, 64), free: make(chan struct{}, 64)}
 	var members []memberSpec
 	for _, id := range []string{"gpu0", "gpu1", "gpu2"}[:n] {
 		up := newUpstream(t, id, nil)
@@ -378,9 +379,8 @@ func TestNoQueueRefusesAtOnce(t *testing.T) {
 // goes back to admission once without that member, and when the other
 // members are full it waits in the queue like any request, then is served.
 func TestNotSentWaitsInQueue(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
 	queued, arrived, free := make(chan struct{}, 4), make(chan string, 4), make(chan struct{}, 4)
-	f.rt.admissionOptions = []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}
+	f := newFixture(t, fixtureOptions{admission: []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}})
 	gpu1 := newUpstream(t, "gpu1", nil)
 	gpu1.handle(func(w http.ResponseWriter, r *http.Request) {
 		arrived <- r.Header.Get("X-Test-Name")

@@ -109,7 +109,7 @@ type readmitHarness struct {
 	t      *testing.T
 	rt     *Router
 	probes *recheckProbes
-	ups    map[string]*upstream
+	ups    map[string]*fakeMember
 }
 
 func newReadmitHarness(t *testing.T, ids ...string) *readmitHarness {
@@ -118,7 +118,7 @@ func newReadmitHarness(t *testing.T, ids ...string) *readmitHarness {
 	rt := New(Options{Readiness: p, Rechecker: p, Logger: slog.New(slog.DiscardHandler)})
 	p.rt = rt
 	t.Cleanup(rt.Close)
-	h := &readmitHarness{t: t, rt: rt, probes: p, ups: map[string]*upstream{}}
+	h := &readmitHarness{t: t, rt: rt, probes: p, ups: map[string]*fakeMember{}}
 	for _, id := range ids {
 		h.ups[id] = newUpstream(t, id, nil)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/sse"
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
 // Recorder receives one Outcome per request on the inference routes, after
@@ -100,11 +101,11 @@ const (
 // response headers calls for, or "".
 func ejectionReason(err error) Ejection {
 	switch {
-	case errors.Is(err, errMemberRefused):
+	case errors.Is(err, upstream.ErrRefused):
 		return EjectRefused
-	case errors.Is(err, errMemberReset):
+	case errors.Is(err, upstream.ErrReset):
 		return EjectReset
-	case errors.Is(err, errMemberClosed):
+	case errors.Is(err, upstream.ErrClosed):
 		return EjectClosed
 	}
 	return ""
@@ -119,10 +120,10 @@ type ProtocolError string
 // The closed set of ProtocolError values.
 const (
 	// ProtocolHeadTooLarge means the member's response heads (1xx ones
-	// included) exceeded maxResponseHeaderBytes.
+	// included) exceeded upstream.MaxResponseHeadBytes.
 	ProtocolHeadTooLarge ProtocolError = "response_head_too_large"
 	// ProtocolTooManyInformational means the member sent more than
-	// maxInformational 1xx responses.
+	// upstream.MaxInformational 1xx responses.
 	ProtocolTooManyInformational ProtocolError = "too_many_informational"
 	// ProtocolSwitchingProtocols means the member answered 101 Switching
 	// Protocols, which no inference request asks for.
@@ -133,11 +134,11 @@ const (
 // before response headers, or "".
 func protocolErrorOf(err error) ProtocolError {
 	switch {
-	case errors.Is(err, errHeaderTooLarge):
+	case errors.Is(err, upstream.ErrHeaderTooLarge):
 		return ProtocolHeadTooLarge
-	case errors.Is(err, errTooManyInformational):
+	case errors.Is(err, upstream.ErrTooManyInformational):
 		return ProtocolTooManyInformational
-	case errors.Is(err, errUpgrade):
+	case errors.Is(err, upstream.ErrSwitchingProtocols):
 		return ProtocolSwitchingProtocols
 	}
 	return ""

@@ -74,13 +74,12 @@ func TestIdleCloseRacesAreResent(t *testing.T) {
 			}
 		}
 	})
-	f := newFixture(t, fixtureOptions{})
 	var raced atomic.Int64
-	f.rt.members.beforeWrite = func(local net.Addr) {
+	f := newFixture(t, fixtureOptions{beforeWrite: func(local net.Addr) {
 		if chance(4) && engine.closeConn(local.String()) {
 			raced.Add(1)
 		}
-	}
+	}})
 	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
 
 	var (
@@ -197,18 +196,24 @@ func TestResendIsNotRetried(t *testing.T) {
 			}
 		}
 	})
-	f := newFixture(t, fixtureOptions{})
+	var (
+		armed atomic.Bool // only the second request's write closes the engine.
+		hooks atomic.Int64
+	)
+	f := newFixture(t, fixtureOptions{beforeWrite: func(local net.Addr) {
+		if !armed.Load() {
+			return
+		}
+		hooks.Add(1)
+		_ = engine.ln.Close() // the engine goes away: the fresh dial is refused.
+		engine.closeConn(local.String())
+	}})
 	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
 	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}
 	f.outcome()
-	var hooks atomic.Int64
-	f.rt.members.beforeWrite = func(local net.Addr) {
-		hooks.Add(1)
-		_ = engine.ln.Close() // the engine goes away: the fresh dial is refused.
-		engine.closeConn(local.String())
-	}
+	armed.Store(true)
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "no_eligible_member" {
 		t.Fatalf("second request: %d %s, want 503 no_eligible_member", resp.StatusCode, body)

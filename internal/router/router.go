@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/sse"
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
 // The inference routes of the front door.
@@ -39,6 +39,12 @@ const (
 // stale inputs with ErrInvalidInput, reserving nothing). It is not an
 // upstream retry: no member was contacted.
 const maxAcquireAttempts = 2
+
+// DefaultMemberIdleTimeout is the default Options.MemberIdleTimeout
+// (--member-idle-timeout), the member client's: below the 5 s after which
+// uvicorn, vLLM's server, closes an idle keep-alive connection, so the
+// router closes its idle connections first and none lingers in CLOSE_WAIT.
+const DefaultMemberIdleTimeout = upstream.DefaultIdleTimeout
 
 // Options configures a Router. The zero value serves with every member
 // ready, pressure unknown, no authentication and the default body limit.
@@ -108,6 +114,19 @@ type Options struct {
 	// long (--member-idle-timeout); keep it below the engines' own
 	// keep-alive timeout. Zero or negative means DefaultMemberIdleTimeout.
 	MemberIdleTimeout time.Duration
+	// Upstream are options of the member client (upstream.New), applied
+	// after those TLSConfig, MemberIdleTimeout and Clock make. Nil adds
+	// none.
+	Upstream []upstream.Option
+	// OnRelease is called after every admission.Lease.Release the router
+	// makes, exactly once per admitted request, with the lease's tier and
+	// member, on the goroutine that released it: the moment a member's
+	// slot is free again. It runs on the request path. Nil calls nothing.
+	OnRelease func(tier, member string)
+	// AdmissionOptions are added to the options of every tier's admission
+	// owner the router creates (admission.New), such as
+	// admission.WithQueued. Nil adds none.
+	AdmissionOptions []admission.Option
 	// TracerProvider, when set, traces every inference request: one server
 	// span continuing the caller's W3C trace context, whose context the
 	// upstream request carries (docs/OPERATIONS.md#tracing). Nil means no
@@ -141,10 +160,9 @@ type Router struct {
 	accessLog  slog.Level // the level of a request line whose exchange did not fail.
 	recorder   Recorder
 	intervals  IntervalRecorder
-	members    *memberClient
+	members    *upstream.Client
 	clock      clock.PassiveClock
 	ids        *idGenerator
-	proxy      *httputil.ReverseProxy
 	tracer     trace.Tracer // nil unless Options.TracerProvider is set.
 	// stripHeaders are the engine response headers removed from every
 	// response (strippedEngineHeaders less Options.PassEngineHeaders).
@@ -163,33 +181,31 @@ type Router struct {
 	// applyMu.
 	addrsFailed bool
 
-	// onRelease, when set (tests only), is called after every call of
-	// admission.Lease.Release the router makes.
-	onRelease func(tier, member string)
-	// admissionOptions (tests only) are added to every new tier's
-	// admission options.
-	admissionOptions []admission.Option
+	onRelease        func(tier, member string) // Options.OnRelease; nil calls nothing.
+	admissionOptions []admission.Option        // Options.AdmissionOptions.
 }
 
 // New returns a Router with no tiers; it answers every model with 404 until
 // the first Apply.
 func New(opts Options) *Router {
 	rt := &Router{
-		readiness:  opts.Readiness,
-		recheck:    opts.Rechecker,
-		handedOver: opts.HandedOver,
-		pressure:   opts.Pressure,
-		keys:       opts.Keys,
-		authed:     opts.Authenticated,
-		maxBody:    opts.MaxBodyBytes,
-		log:        opts.Logger,
-		accessLog:  slog.LevelDebug,
-		recorder:   opts.Recorder,
-		intervals:  opts.Intervals,
-		clock:      opts.Clock,
-		ids:        newIDGenerator(),
-		hostAddrs:  opts.HostAddrs,
-		tracer:     newTracer(opts.TracerProvider),
+		readiness:        opts.Readiness,
+		recheck:          opts.Rechecker,
+		handedOver:       opts.HandedOver,
+		pressure:         opts.Pressure,
+		keys:             opts.Keys,
+		authed:           opts.Authenticated,
+		maxBody:          opts.MaxBodyBytes,
+		log:              opts.Logger,
+		accessLog:        slog.LevelDebug,
+		recorder:         opts.Recorder,
+		intervals:        opts.Intervals,
+		clock:            opts.Clock,
+		ids:              newIDGenerator(),
+		hostAddrs:        opts.HostAddrs,
+		onRelease:        opts.OnRelease,
+		admissionOptions: opts.AdmissionOptions,
+		tracer:           newTracer(opts.TracerProvider),
 
 		stripHeaders: engineHeadersToStrip(opts.PassEngineHeaders),
 		tenantHeader: http.CanonicalHeaderKey(opts.TenantHeader),
@@ -215,8 +231,8 @@ func New(opts Options) *Router {
 		rt.clock = clock.RealClock{}
 	}
 	ticker, _ := rt.clock.(clock.WithTicker)
-	rt.members = newMemberClient(opts.TLSConfig, opts.MemberIdleTimeout, ticker)
-	rt.proxy = rt.newReverseProxy()
+	rt.members = upstream.New(append([]upstream.Option{upstream.WithTLSConfig(opts.TLSConfig),
+		upstream.WithIdleTimeout(opts.MemberIdleTimeout), upstream.WithClock(ticker)}, opts.Upstream...)...)
 	rt.table.Store(&table{aliases: map[string]aliasEntry{}, models: modelsBody(nil)})
 	return rt
 }
@@ -242,15 +258,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case pathChatCompletions, pathCompletions, pathResponses, pathEmbeddings:
 		// The gates and admission, in the order of
-		// docs/ROUTER.md#2-request-path, then the single upstream attempt.
-		if ex := rt.admit(w, r); ex != nil {
-			ex.serve(w, r)
-			if ex.notSent {
-				// The member never saw the request: admission once more,
-				// without it (docs/ROUTER.md#a-request-the-engine-cannot-have-seen).
-				if ex = rt.readmit(w, r, ex); ex != nil {
-					ex.serve(w, r)
-				}
+		// docs/ROUTER.md#2-request-path, then the exchange: the single
+		// upstream attempt, from the lease to its release.
+		if ex := rt.admit(w, r); ex != nil && ex.serve(w, r) {
+			// The member never saw the request: admission once more,
+			// without it (docs/ROUTER.md#a-request-the-engine-cannot-have-seen).
+			if ex = rt.readmit(w, r, ex); ex != nil {
+				ex.serve(w, r)
 			}
 		}
 	case pathModels:
@@ -302,7 +316,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 // admit runs the gates and admission of one inference request and returns
 // its exchange, or nil when it answered the request itself. It returns
 // before the exchange is served, so that its frame, the largest of the
-// request path, is not under the proxy's: the deepest call of a stream,
+// request path, is not under the exchange's: the deepest call of a stream,
 // net/http writing the response head, must fit in the serving goroutine's
 // 8 KiB (docs/ROUTER.md#9-performance).
 func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
@@ -391,10 +405,19 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 		held[1].b = rewriteModel(held[1].b[:0], body, model, cfg.upstreamModel)
 		body = held[1].b
 	}
-	ex := &exchange{rt: rt, tier: ts, who: who, route: route, lease: lease, outcome: o, body: body, held: held, idHeader: idHeader,
-		headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context(), fields: contentFields(r.URL.Path)}
+	ex := rt.newExchange(ts, cfg, who, route, lease, &o, held, body, idHeader, r)
 	held = heldBodies{} // the exchange releases them now.
 	return rt.begin(w, ex)
+}
+
+// newExchange returns the exchange of a request admitted to route's member
+// under cfg, which takes over the body buffers held.
+func (rt *Router) newExchange(ts *tierState, cfg *tierConfig, who admission.Tenant, route *memberRoute, lease *admission.Lease,
+	o *Outcome, held heldBodies, body []byte, idHeader []string, r *http.Request,
+) *exchange {
+	return &exchange{rt: rt, tier: ts, who: who, route: route, lease: lease, outcome: *o, body: body, held: held,
+		idHeader: idHeader, headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context(),
+		fields: contentFields(r.URL.Path)}
 }
 
 // leased records the admission of lease on o and returns the route to its

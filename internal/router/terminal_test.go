@@ -44,7 +44,7 @@ type terminalCase struct {
 	name       string
 	mutate     []func(*v1alpha1.ReplicaTierSpec)
 	upstream   func(w http.ResponseWriter, r *http.Request)
-	run        func(t *testing.T, f *fixture, gpu0 *upstream)
+	run        func(t *testing.T, f *fixture, gpu0 *fakeMember)
 	wantEnd    End
 	wantStatus int
 	// wantProtocol is the outcome's ProtocolError.
@@ -55,7 +55,7 @@ func terminalCases() []terminalCase {
 	return []terminalCase{
 		{
 			name: "success",
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusOK || string(body) != `{"id":"ok","member":"gpu0"}` {
 					t.Fatalf("got %d %q", resp.StatusCode, body)
@@ -70,7 +70,7 @@ func terminalCases() []terminalCase {
 				sseHeaders(w)
 				writeEvents(w, sseEvents...)
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusOK || string(body) != strings.Join(sseEvents, "") {
 					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
@@ -86,7 +86,7 @@ func terminalCases() []terminalCase {
 				w.WriteHeader(http.StatusBadRequest)
 				_, _ = io.WriteString(w, `{"object":"error","message":"engine says no"}`)
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusBadRequest || string(body) != `{"object":"error","message":"engine says no"}` ||
 					resp.Header.Get("X-Engine") != "yes" {
@@ -103,7 +103,7 @@ func terminalCases() []terminalCase {
 				w.WriteHeader(http.StatusInternalServerError)
 				_, _ = io.WriteString(w, "engine crashed")
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusInternalServerError || string(body) != "engine crashed" {
 					t.Fatalf("got %d %q, want the engine's response unchanged", resp.StatusCode, body)
@@ -117,7 +117,7 @@ func terminalCases() []terminalCase {
 			upstream: func(_ http.ResponseWriter, r *http.Request) {
 				<-r.Context().Done() // never answers; the router hangs up.
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusGatewayTimeout || errorCode(t, body) != "upstream_timeout" {
 					t.Fatalf("got %d %q, want 504 upstream_timeout", resp.StatusCode, body)
@@ -134,7 +134,7 @@ func terminalCases() []terminalCase {
 				writeEvents(w, sseEvents[0])
 				<-r.Context().Done() // stalls; the router hangs up.
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
 				if err != nil {
 					t.Fatal(err)
@@ -155,7 +155,7 @@ func terminalCases() []terminalCase {
 			upstream: func(_ http.ResponseWriter, r *http.Request) {
 				<-r.Context().Done()
 			},
-			run: func(t *testing.T, f *fixture, gpu0 *upstream) {
+			run: func(t *testing.T, f *fixture, gpu0 *fakeMember) {
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() {
@@ -180,7 +180,7 @@ func terminalCases() []terminalCase {
 				writeEvents(w, sseEvents[0])
 				<-r.Context().Done()
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				resp, err := f.post(ctx, pathChatCompletions, chat("llama"), nil)
@@ -202,7 +202,7 @@ func terminalCases() []terminalCase {
 				sseHeaders(w)
 				writeEvents(w, "data: {\"broken json\n\n", "event: ???\ndata\n: comment\n", "data: [DON")
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				want := "data: {\"broken json\n\nevent: ???\ndata\n: comment\ndata: [DON"
 				if resp.StatusCode != http.StatusOK || string(body) != want {
@@ -217,7 +217,7 @@ func terminalCases() []terminalCase {
 				sseHeaders(w)
 				writeEvents(w, append(sseEvents[:3:3], sseEvents[0])...)
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if want := strings.Join(sseEvents, "") + sseEvents[0]; resp.StatusCode != http.StatusOK || string(body) != want {
 					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
@@ -232,7 +232,7 @@ func terminalCases() []terminalCase {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				_, _ = io.WriteString(w, "engine overloaded\n")
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "engine overloaded\n" {
 					t.Fatalf("got %d %q, want the engine's response unchanged", resp.StatusCode, body)
@@ -246,7 +246,7 @@ func terminalCases() []terminalCase {
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 				_, _ = io.WriteString(w, "not an event stream\n")
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusOK || string(body) != "not an event stream\n" {
 					t.Fatalf("got %d %q, want the engine's response unchanged", resp.StatusCode, body)
@@ -264,7 +264,7 @@ func terminalCases() []terminalCase {
 				_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":")
 				_ = conn.Close() // a FIN: the body ends 94 bytes early.
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				// The head and the bytes relayed reach the client before
 				// the abort.
 				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
@@ -327,7 +327,7 @@ func terminalCases() []terminalCase {
 				w.Header().Set("X-Engine-Trace", "abc")
 				w.WriteHeader(http.StatusNoContent)
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusNoContent || len(body) != 0 || resp.Header.Get("X-Engine-Trace") != "abc" {
 					t.Fatalf("got %d %v %q, want the member's 204 and headers", resp.StatusCode, resp.Header, body)
@@ -343,7 +343,7 @@ func terminalCases() []terminalCase {
 				writeEvents(w, sseEvents[0])
 				panic(http.ErrAbortHandler) // net/http closes the connection: no terminating chunk.
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
 				if err != nil {
 					t.Fatal(err)
@@ -362,7 +362,7 @@ func terminalCases() []terminalCase {
 				sseHeaders(w)
 				writeEvents(w, sseEvents[:2]...)
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusOK || string(body) != strings.Join(sseEvents[:2], "") {
 					t.Fatalf("got %d %q, want the upstream's bytes", resp.StatusCode, body)
@@ -375,7 +375,7 @@ func terminalCases() []terminalCase {
 			upstream: func(w http.ResponseWriter, _ *http.Request) {
 				resetConnection(w)
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
@@ -388,7 +388,7 @@ func terminalCases() []terminalCase {
 			upstream: func(w http.ResponseWriter, _ *http.Request) {
 				writeHijacked(w, "HTTP/1.1 200 OK\r\nX-Endless: ", bytes.Repeat([]byte("a"), 4<<10))
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
@@ -401,7 +401,7 @@ func terminalCases() []terminalCase {
 			upstream: func(w http.ResponseWriter, _ *http.Request) {
 				writeHijacked(w, "", []byte("HTTP/1.1 100 Continue\r\nX-Pad: "+strings.Repeat("p", 16<<10)+"\r\n\r\n"))
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
@@ -416,7 +416,7 @@ func terminalCases() []terminalCase {
 				writeEvents(w, sseEvents[0])
 				resetConnection(w)
 			},
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
 				if err != nil {
 					t.Fatal(err)
@@ -431,7 +431,7 @@ func terminalCases() []terminalCase {
 		},
 		{
 			name: "abort in the copy path",
-			run: func(t *testing.T, f *fixture, _ *upstream) {
+			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, pathChatCompletions, strings.NewReader(chat("llama")))
 				w := &abortingWriter{header: http.Header{}}
 				defer func() {
@@ -454,8 +454,8 @@ const knownLengthHead = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-
 // expectUnsentAnswer checks that the client got the router's own error,
 // with the router's headers and none of the member's, for a response whose
 // body failed before its first byte.
-func expectUnsentAnswer(status int, code string) func(*testing.T, *fixture, *upstream) {
-	return func(t *testing.T, f *fixture, _ *upstream) {
+func expectUnsentAnswer(status int, code string) func(*testing.T, *fixture, *fakeMember) {
+	return func(t *testing.T, f *fixture, _ *fakeMember) {
 		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 		if resp.StatusCode != status || errorCode(t, body) != code {
 			t.Fatalf("got %d %q, want %d %s", resp.StatusCode, body, status, code)
@@ -652,23 +652,22 @@ func TestFailedBodyClosesMemberConnectionBeforeRelease(t *testing.T) {
 		{name: "client gone", mutate: timeouts(time.Minute, time.Minute), cancel: true, wantEnd: EndClientGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fixtureOptions{})
-			gpu0 := newUpstream(t, "gpu0", nil)
 			memberGone := make(chan struct{})
+			var closedFirst atomic.Bool
+			f := newFixture(t, fixtureOptions{onRelease: func(string, string) {
+				select {
+				case <-memberGone:
+					closedFirst.Store(true)
+				case <-time.After(closeBound):
+				}
+			}})
+			gpu0 := newUpstream(t, "gpu0", nil)
 			gpu0.handle(func(w http.ResponseWriter, r *http.Request) {
 				sseHeaders(w)
 				writeEvents(w, sseEvents[0])
 				<-r.Context().Done() // the member's server saw the connection close.
 				close(memberGone)
 			})
-			var closedFirst atomic.Bool
-			f.rt.onRelease = func(string, string) {
-				select {
-				case <-memberGone:
-					closedFirst.Store(true)
-				case <-time.After(closeBound):
-				}
-			}
 			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
 				[]memberSpec{{"gpu0", gpu0.srv.URL, 1}}, tc.mutate))
 

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
 // removedReason is the tier quiesce reason the router sets on a tier that
@@ -56,15 +57,14 @@ type tierConfig struct {
 type memberRoute struct {
 	id         string
 	memberName []string // {id}, the X-Sluice-Member header value; never appended to.
-	scheme     string   // http or https.
-	host       string   // the endpoint's host[:port], the Host header.
-	hostname   string   // the host alone, the TLS server name.
-	addr       string   // host:port to dial, with the scheme's default port.
+	// target is the member's endpoint as the member client dials it.
+	target upstream.Target
 }
 
 // newMemberRoute returns the route of member id at endpoint u, an absolute
 // http or https URL. Its path, query and user info are not used: requests
-// go to the path of their route, with their query normalised (rewrite).
+// go to the path of their route, with their query normalised
+// (exchange.prepare).
 func newMemberRoute(id string, u *url.URL) memberRoute {
 	port := u.Port()
 	if port == "" {
@@ -73,8 +73,8 @@ func newMemberRoute(id string, u *url.URL) memberRoute {
 			port = "443"
 		}
 	}
-	return memberRoute{id: id, memberName: []string{id}, scheme: u.Scheme, host: u.Host, hostname: u.Hostname(),
-		addr: net.JoinHostPort(u.Hostname(), port)}
+	return memberRoute{id: id, memberName: []string{id}, target: upstream.Target{Addr: net.JoinHostPort(u.Hostname(), port),
+		Scheme: u.Scheme, Host: u.Host, ServerName: u.Hostname()}}
 }
 
 // member returns the route of member id, or nil.
@@ -281,7 +281,7 @@ func (rt *Router) Apply(s source.Snapshot) ApplyResult {
 	slices.SortFunc(next.retired, byKey)
 	next.models = modelsBody(next.aliases)
 	rt.table.Store(next)
-	rt.members.closeIdleExcept(next.memberAddrs())
+	rt.members.CloseIdleExcept(next.memberAddrs())
 	applied := ApplyResult{Served: len(next.served)}
 	for key, f := range next.applyErrors {
 		applied.Refused = append(applied.Refused, RefusedTier{Key: key, Message: f.message})
@@ -474,4 +474,16 @@ func modelsBody(aliases map[string]aliasEntry) []byte {
 		panic(err) // unreachable: strings and integers always encode.
 	}
 	return append(body, '\n')
+}
+
+// memberAddrs returns the addresses of the members of the table's served
+// tiers: the connections worth keeping after a reconfiguration.
+func (t *table) memberAddrs() map[string]bool {
+	addrs := map[string]bool{}
+	for _, ts := range t.served {
+		for _, m := range ts.cfg.Load().members {
+			addrs[m.target.Addr] = true
+		}
+	}
+	return addrs
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
 // memberServer is an httptest member counting the connections it accepted.
@@ -190,7 +190,10 @@ func TestMemberBodies(t *testing.T) {
 		b.WriteString(tail)
 		return b.String()
 	}
-	for _, size := range []int{64, inlineBodySize - 1, inlineBodySize, inlineBodySize + 1, 5 * maxHeadScratch, 64} {
+	// Around the member client's 16 KiB bound of a body written with the
+	// head, and above its 32 KiB bound of the head buffer a connection keeps.
+	const inline, scratch = 16 << 10, 32 << 10
+	for _, size := range []int{64, inline - 1, inline, inline + 1, 5 * scratch, 64} {
 		want := body(size)
 		resp, reply := f.mustPost(pathChatCompletions, strings.Replace(want, `"served/model"`, `"llama"`, 1), nil)
 		if resp.StatusCode != http.StatusOK || string(reply) != "{}" {
@@ -310,30 +313,9 @@ func TestSwitchingProtocolsIsRefused(t *testing.T) {
 	f.assertIdle("ns/llama")
 }
 
-// TestAppendUint covers the request head's Content-Length formatting.
-func TestAppendUint(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0", 7: "7", 10: "10", 1234567890: "1234567890", 1<<64 - 1: "18446744073709551615"} {
-		if got := string(appendUint([]byte("x"), n)); got != "x"+want {
-			t.Errorf("appendUint(%d) = %q, want %q", n, got, "x"+want)
-		}
-	}
-}
-
-// TestMemberClientServesOnlyExchanges proves the member client refuses a
-// request no exchange sent instead of guessing its member.
-func TestMemberClientServesOnlyExchanges(t *testing.T) {
-	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", strings.NewReader("{}"))
-	u := newMemberClient(nil, 0, nil)
-	defer u.Close()
-	resp, err := u.RoundTrip(req) //nolint:bodyclose // no response is expected.
-	if resp != nil || !errors.Is(err, errNotExchange) {
-		t.Fatalf("RoundTrip = %v, %v; want errNotExchange", resp, err)
-	}
-}
-
 // TestIdleReaper proves the router's timer closes a member connection once
-// it was idle for MemberIdleTimeout, without waiting for another request,
-// and that Router.Close stops the timer.
+// it was idle for MemberIdleTimeout, on the router's clock, without waiting
+// for another request, and that Router.Close may be called twice.
 func TestIdleReaper(t *testing.T) {
 	const idle = 4 * time.Second
 	srv, conns, states := memberServerStates(t, func(w http.ResponseWriter, r *http.Request) {
@@ -360,10 +342,11 @@ func TestIdleReaper(t *testing.T) {
 	}
 	post()
 	waitState(t, states, http.StateIdle)
-	// The reaper checks every idle/reaperChecksPerTimeout; stepping past
-	// the timeout in such steps makes it close the connection.
-	for range reaperChecksPerTimeout + 1 {
-		fc.Step(idle / reaperChecksPerTimeout)
+	// The reaper checks eight times per idle timeout; stepping past the
+	// timeout in such steps makes it close the connection.
+	const checks = 8
+	for range checks + 1 {
+		fc.Step(idle / checks)
 	}
 	waitState(t, states, http.StateClosed)
 	post()
@@ -371,12 +354,7 @@ func TestIdleReaper(t *testing.T) {
 		t.Fatalf("connections = %d, want 2: the reaped one must not be reused", n)
 	}
 
-	rt.Close()
-	select {
-	case <-rt.members.done:
-	default:
-		t.Fatal("the reaper still runs after Close")
-	}
+	rt.Close() // stops the reaper (upstream's TestReaperStops).
 	rt.Close() // idempotent.
 }
 
@@ -394,40 +372,6 @@ func waitState(t *testing.T, states <-chan http.ConnState, state http.ConnState)
 			t.Fatalf("no member connection reached %s", state)
 		}
 	}
-}
-
-// TestCloseIdleSince proves the reaper's selection: exactly the
-// connections idle since before the cutoff are closed, of every member.
-func TestCloseIdleSince(t *testing.T) {
-	u := newMemberClient(nil, time.Hour, nil)
-	defer u.Close()
-	base := time.Unix(1_700_000_000, 0)
-	var closed []string
-	for i, addr := range []string{"a:1", "a:1", "b:1", "a:1"} {
-		c := &memberConn{addr: addr, idleSince: base.Add(time.Duration(i) * time.Second), raw: &recordingConn{name: fmt.Sprint(i), closed: &closed}}
-		c.conn = c.raw
-		u.idle[addr] = append(u.idle[addr], c)
-	}
-	u.closeIdleSince(base.Add(2 * time.Second))
-	if fmt.Sprint(closed) != "[0 1]" || len(u.idle["a:1"]) != 1 || len(u.idle["b:1"]) != 1 {
-		t.Fatalf("closed %v, left a:%d b:%d; want 0 and 1 closed, one left each", closed, len(u.idle["a:1"]), len(u.idle["b:1"]))
-	}
-	u.closeIdleExcept(map[string]bool{"b:1": true})
-	if fmt.Sprint(closed) != "[0 1 3]" || len(u.idle) != 1 || len(u.idle["b:1"]) != 1 {
-		t.Fatalf("closed %v, idle %v; want only b:1 kept", closed, u.idle)
-	}
-}
-
-// recordingConn is a net.Conn that records its Close.
-type recordingConn struct {
-	net.Conn
-	name   string
-	closed *[]string
-}
-
-func (c *recordingConn) Close() error {
-	*c.closed = append(*c.closed, c.name)
-	return nil
 }
 
 // TestCloseIdleOnReconfigure proves Apply closes the idle connections of a
@@ -461,7 +405,7 @@ func TestCloseIdleOnReconfigure(t *testing.T) {
 	}
 }
 
-// TestInformationalBounds proves the router reads at most maxInformational
+// TestInformationalBounds proves the router reads at most upstream.MaxInformational
 // 1xx responses (an engine sending them without end gets 502) and that the
 // response header deadline covers them (an engine that sends some and then
 // nothing gets 504 at the deadline).
@@ -480,7 +424,7 @@ func TestInformationalBounds(t *testing.T) {
 				if readRequest(br) != nil {
 					return
 				}
-				_, _ = io.WriteString(c, strings.Repeat(processing, maxInformational)+"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+				_, _ = io.WriteString(c, strings.Repeat(processing, upstream.MaxInformational)+"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
 			},
 			wantStatus: http.StatusOK, wantEnd: EndComplete,
 		},
@@ -506,7 +450,7 @@ func TestInformationalBounds(t *testing.T) {
 				if readRequest(br) != nil {
 					return
 				}
-				_, _ = io.WriteString(c, strings.Repeat(processing, maxInformational))
+				_, _ = io.WriteString(c, strings.Repeat(processing, upstream.MaxInformational))
 				<-stalled
 			},
 			wantStatus: http.StatusGatewayTimeout, wantEnd: EndHeaderTimeout,
@@ -549,7 +493,7 @@ const hostileLimit = 16 << 20
 // writeCounted writes head and then chunk repeatedly to c, in pieces of at
 // most 4 KiB, until the connection fails or hostileLimit bytes went out, and
 // returns how many bytes the connection took. halfway is called once, when
-// half of maxResponseHeaderBytes went out.
+// half of upstream.MaxResponseHeadBytes went out.
 func writeCounted(c net.Conn, head string, chunk []byte, halfway func()) int64 {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetWriteBuffer(4 << 10) // keep the kernel's share of the count small.
@@ -567,7 +511,7 @@ func writeCounted(c net.Conn, head string, chunk []byte, halfway func()) int64 {
 		if err != nil {
 			return total
 		}
-		if halfway != nil && total >= maxResponseHeaderBytes/2 {
+		if halfway != nil && total >= upstream.MaxResponseHeadBytes/2 {
 			halfway()
 			halfway = nil
 		}
@@ -581,7 +525,7 @@ func writeCounted(c net.Conn, head string, chunk []byte, halfway func()) int64 {
 // the header timeout, its connection closed after the router read at most
 // the bound (counted on the member's side, kernel buffers included), its
 // lease released once; another tier is served meanwhile. Heads of exactly
-// maxResponseHeaderBytes, 1xx ones included, are read; one byte more fails.
+// upstream.MaxResponseHeadBytes, 1xx ones included, are read; one byte more fails.
 func TestResponseHeaderBounds(t *testing.T) {
 	line := bytes.Repeat([]byte("a"), 4<<10)
 	var continues bytes.Buffer
@@ -608,10 +552,10 @@ func TestResponseHeaderBounds(t *testing.T) {
 	}{
 		{desc: "endless header line", head: "HTTP/1.1 200 OK\r\nX-Endless: ", chunk: line, wantStatus: http.StatusBadGateway, hostile: true},
 		{desc: "endless 100 Continue with big headers", chunk: continues.Bytes(), wantStatus: http.StatusBadGateway, hostile: true},
-		{desc: "final head at the bound", head: exactHead(maxResponseHeaderBytes) + "{}", wantStatus: http.StatusOK},
-		{desc: "final head one byte over", head: exactHead(maxResponseHeaderBytes+1) + "{}", wantStatus: http.StatusBadGateway},
-		{desc: "1xx and final head at the bound together", head: informational(maxResponseHeaderBytes/2) + exactHead(maxResponseHeaderBytes/2) + "{}", wantStatus: http.StatusOK},
-		{desc: "1xx and final head each under, together over", head: informational(maxResponseHeaderBytes/2) + exactHead(maxResponseHeaderBytes/2+1) + "{}", wantStatus: http.StatusBadGateway},
+		{desc: "final head at the bound", head: exactHead(upstream.MaxResponseHeadBytes) + "{}", wantStatus: http.StatusOK},
+		{desc: "final head one byte over", head: exactHead(upstream.MaxResponseHeadBytes+1) + "{}", wantStatus: http.StatusBadGateway},
+		{desc: "1xx and final head at the bound together", head: informational(upstream.MaxResponseHeadBytes/2) + exactHead(upstream.MaxResponseHeadBytes/2) + "{}", wantStatus: http.StatusOK},
+		{desc: "1xx and final head each under, together over", head: informational(upstream.MaxResponseHeadBytes/2) + exactHead(upstream.MaxResponseHeadBytes/2+1) + "{}", wantStatus: http.StatusBadGateway},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

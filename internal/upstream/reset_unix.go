@@ -1,6 +1,6 @@
 //go:build unix
 
-package router
+package upstream
 
 import "syscall"
 
@@ -9,7 +9,7 @@ import "syscall"
 // file (FIN), it reads the socket's pending error, which Linux sets to
 // EPIPE when a reset arrives after the FIN (ECONNRESET before it). Reading
 // the error clears it.
-func (c *memberConn) resetAfterClose() bool {
+func (c *conn) resetAfterClose() bool {
 	sc, ok := c.raw.(syscall.Conn)
 	if !ok {
 		return false
