@@ -167,3 +167,15 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 		Max: Milliseconds(s.Max),
 	})
 }
+
+// UnmarshalJSON implements json.Unmarshaler: it reads what MarshalJSON
+// writes, so that a report can be rendered again from its JSON.
+func (s *Summary) UnmarshalJSON(b []byte) error {
+	var j summaryJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	ms := func(v float64) time.Duration { return time.Duration(math.Round(v * float64(time.Millisecond))) }
+	*s = Summary{Count: j.Count, Min: ms(j.Min), Mean: ms(j.Mean), P50: ms(j.P50), P90: ms(j.P90), P95: ms(j.P95), P99: ms(j.P99), Max: ms(j.Max)}
+	return nil
+}

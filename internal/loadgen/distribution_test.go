@@ -109,6 +109,15 @@ func TestSummaryJSON(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("JSON = %s, want %s", b, want)
 	}
+	// Read back, the summary is what was written, to the microsecond.
+	var back Summary
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	s.Max = s.Max.Round(time.Microsecond)
+	if back != s {
+		t.Fatalf("read back %+v, want %+v", back, s)
+	}
 }
 
 func TestArrivalsArePoissonAndReproducible(t *testing.T) {
