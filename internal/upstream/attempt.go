@@ -112,7 +112,9 @@ type Attempt struct {
 }
 
 // Send writes r for t on a connection of c, an idle live one if there is
-// one. It returns once the request was written; on failure the connection
+// one. It returns once the request was written (a small one on plain TCP:
+// once the member's answer, or the connection's end, can be read, so the
+// head's first read finds it); on failure the connection
 // is closed and the error is classified: ErrNotSent (with ErrRefused or
 // ErrReset) when the member cannot have seen the request, ErrReset when a
 // fresh connection was reset, others as they are. A request a reused
