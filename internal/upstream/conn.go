@@ -29,10 +29,9 @@ type conn struct {
 	// (plain TCP): send then writes a request and waits for its answer in
 	// one pass over the poller. Nil otherwise.
 	rc syscall.RawConn
-	// out is send's state; sendFn and abortFn are sendFD and abort, bound
-	// once so that a request allocates neither.
+	// out is send's state; abortFn is abort, bound once so that a request
+	// does not allocate it.
 	out     sendOp
-	sendFn  func(fd uintptr) bool
 	abortFn func()
 }
 

@@ -10,6 +10,7 @@ import (
 
 // sendOp is the state of one send: the bytes, and what the write did.
 type sendOp struct {
+	fn     func(fd uintptr) bool // sendFD, bound once per connection.
 	b      []byte
 	n      int
 	err    error // the write's errno; nil when it took everything or would block.
@@ -36,13 +37,13 @@ func (c *conn) send(b []byte) (int, error) {
 	if c.rc == nil {
 		return c.conn.Write(b)
 	}
-	if c.sendFn == nil {
-		c.sendFn = c.sendFD
+	if c.out.fn == nil {
+		c.out.fn = c.sendFD
 	}
-	c.out = sendOp{b: b}
-	_ = c.rc.Read(c.sendFn) // its failure is the head read's to find.
+	c.out = sendOp{fn: c.out.fn, b: b}
+	_ = c.rc.Read(c.out.fn) // its failure is the head read's to find.
 	op := c.out
-	c.out = sendOp{}
+	c.out = sendOp{fn: op.fn}
 	if op.err != nil {
 		return op.n, &net.OpError{Op: "write", Net: "tcp", Source: c.raw.LocalAddr(), Addr: c.raw.RemoteAddr(),
 			Err: os.NewSyscallError("write", op.err)}

@@ -150,3 +150,54 @@ func TestSendPastDeadline(t *testing.T) {
 		t.Fatalf("write: %v, sent %v; want a timeout, the request not sent", err, a.Sent())
 	}
 }
+
+// TestSendAllocatesNothing proves that sending on a connection and waiting
+// for the answer allocates nothing per request.
+func TestSendAllocatesNothing(t *testing.T) {
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+	})
+	go func() { // answers every read with one byte.
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer func() { _ = c.Close() }()
+		buf := make([]byte, 64)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf[:1]); err != nil {
+				return
+			}
+		}
+	}()
+	c := New()
+	defer c.Close()
+	addr := ln.Addr().String()
+	cn, err := c.dial(t.Context(), &Target{Addr: addr, Scheme: "http", Host: addr}, time.Now().Add(failSafe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.close()
+	req := []byte("x")
+	allocs := testing.AllocsPerRun(100, func() {
+		if n, err := cn.send(req); n != len(req) || err != nil {
+			t.Fatalf("send: %d, %v", n, err)
+		}
+		if _, err := cn.br.ReadByte(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("send allocates %v times per request", allocs)
+	}
+}
