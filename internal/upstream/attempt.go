@@ -112,7 +112,9 @@ type Attempt struct {
 }
 
 // Send writes r for t on a connection of c, an idle live one if there is
-// one. It returns once the request was written; on failure the connection
+// one. It returns once the request was written (a small one on plain TCP:
+// once the member's answer, or the connection's end, can be read, so the
+// head's first read finds it); on failure the connection
 // is closed and the error is classified: ErrNotSent (with ErrRefused or
 // ErrReset) when the member cannot have seen the request, ErrReset when a
 // fresh connection was reset, others as they are. A request a reused
@@ -149,7 +151,7 @@ func (a *Attempt) resend() error {
 // only for a reused cn), a fresh cn was reset before any request byte was
 // written (ErrNotSent and ErrReset) or reset after (ErrReset).
 func (a *Attempt) write(cn *conn) error {
-	a.stop = context.AfterFunc(a.ctx, cn.abort)
+	a.stop = context.AfterFunc(a.ctx, cn.aborter())
 	a.c = cn
 	// Checking the context after setting a deadline closes the race with
 	// abort: either abort runs later and moves the deadline to the past, or
@@ -324,8 +326,8 @@ func skipped(name string) bool {
 }
 
 // writeRequest sends r's request line and headers for t followed by r's
-// body, in one write when the body is small, and returns how many bytes
-// the connection took.
+// body, in one write when the body is small (send), and returns how many
+// bytes the connection took.
 func (c *conn) writeRequest(r *Request, t *Target) (int64, error) {
 	h := c.head[:0]
 	h = append(h, r.Method...)
@@ -357,7 +359,7 @@ func (c *conn) writeRequest(r *Request, t *Target) (int64, error) {
 	if len(r.Body) <= inlineBodySize {
 		h = append(h, r.Body...)
 		var w int
-		w, err = c.conn.Write(h)
+		w, err = c.send(h)
 		n = int64(w)
 	} else {
 		bufs := net.Buffers{h, r.Body}

@@ -261,6 +261,10 @@ func (c *Client) dial(ctx context.Context, t *Target, deadline time.Time) (*conn
 			return nil, err
 		}
 		cn.conn = tc
+	} else if sc, ok := raw.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			cn.rc = rc
+		}
 	}
 	cn.limit = headLimit{r: cn.conn, n: -1}
 	cn.br = bufio.NewReaderSize(&cn.limit, connBufferSize)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/sockpeek"
@@ -24,6 +25,22 @@ type conn struct {
 	addr      string
 	idleSince time.Time
 	reused    bool // it carried a request before.
+	// rc reaches raw's descriptor when requests go out on raw itself
+	// (plain TCP): send then writes a request and waits for its answer in
+	// one pass over the poller. Nil otherwise.
+	rc syscall.RawConn
+	// out is send's state; abortFn is abort, bound once so that a request
+	// does not allocate it.
+	out     sendOp
+	abortFn func()
+}
+
+// aborter returns abort as a func, bound once per connection.
+func (c *conn) aborter() func() {
+	if c.abortFn == nil {
+		c.abortFn = c.abort
+	}
+	return c.abortFn
 }
 
 // alive reports whether an idle connection can carry a request: nothing is

@@ -4,7 +4,8 @@
 // A Client keeps idle connections per member address, closes those idle for
 // its idle timeout (its reaper) and dials new ones, with TLS for https
 // members. An Attempt is one request's single attempt: Send writes the
-// request head and body (in one write where the bytes are at hand), ReadHead
+// request head and body (in one write where the bytes are at hand, then
+// waits on the poller for the answer, not on an empty read), ReadHead
 // reads the response head within bounded bytes (informational responses
 // skipped, 101 refused), Read reads the body under the idle deadline, and
 // Close gives the connection back only when the body was read whole and
