@@ -47,9 +47,4 @@ var (
 	// errNoRoute reports a lease whose member has no route in the tier's
 	// configuration, which cannot happen.
 	errNoRoute = errors.New("router: leased member has no route")
-	// errBodyTooLarge reports a request body above the limit.
-	errBodyTooLarge = errors.New("router: request body too large")
-	// errBodyBudget reports a request body buffer the body budget
-	// (--max-buffered-body-bytes) cannot hold.
-	errBodyBudget = errors.New("router: request body budget exhausted")
 )

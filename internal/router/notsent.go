@@ -3,6 +3,8 @@ package router
 import (
 	"maps"
 	"net/http"
+
+	"github.com/sluice-dev/sluice/internal/reqbody"
 )
 
 // readmit admits once more a request whose first member never saw it
@@ -28,35 +30,16 @@ func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) 
 
 	lease, cfg, err := rt.acquire(ex.in, ts, ex.who, o.NotSentMember, &o)
 	if err != nil {
-		rt.notAdmitted(w, r, held[0].b, &o, err)
+		rt.notAdmitted(w, r, held[0].Bytes(), &o, err)
 		return nil
 	}
 	route := rt.leased(ts, cfg, lease, &o)
-	body := rebody(rt, &held, cfg.upstreamModel)
+	model, _ := reqbody.FindModel(held[0].Bytes()) // the body passed this check in admit.
+	body := held.rewrite(rt.bodies, model, cfg.upstreamModel)
 	next := rt.newExchange(ts, cfg, ex.who, route, lease, &o, held, body, ex.idHeader, r)
 	next.readmitted = true
 	held = heldBodies{} // the new exchange releases them now.
 	return rt.begin(w, next)
-}
-
-// rebody returns the body to send under a configuration whose tier
-// serves upstreamModel: the client's body as read (held[0]), or its copy
-// naming upstreamModel in held[1], made as admit makes it. The tier may
-// have been reconfigured since the first admission.
-func rebody(rt *Router, held *heldBodies, upstreamModel []byte) []byte {
-	body := held[0].b
-	model, _ := modelField(body) // the body passed this check in admit.
-	n := rewriteSize(upstreamModel, body, model)
-	if n == 0 {
-		return body
-	}
-	if held[1] == nil {
-		held[1], _ = newBodyBuf(rt.bodies, n, true)
-	} else {
-		_ = held[1].grow(n, n, true)
-	}
-	held[1].b = rewriteModel(held[1].b[:0], body, model, upstreamModel)
-	return held[1].b
 }
 
 // withoutMember returns a copy of ready with member not ready, or ready

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/reqbody"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/sse"
 	"github.com/sluice-dev/sluice/internal/upstream"
@@ -155,7 +156,7 @@ type Router struct {
 	keys       *apikeys.Keys
 	authed     func(*http.Request) // Options.Authenticated; nil calls nothing.
 	maxBody    int64
-	bodies     *bodyBudget
+	bodies     *reqbody.Budget
 	log        *slog.Logger
 	accessLog  slog.Level // the level of a request line whose exchange did not fail.
 	recorder   Recorder
@@ -220,7 +221,7 @@ func New(opts Options) *Router {
 	if budget <= 0 {
 		budget = DefaultMaxBufferedBodyBytes
 	}
-	rt.bodies = newBodyBudget(max(budget, 2*(rt.maxBody+1)))
+	rt.bodies = reqbody.NewBudget(max(budget, 2*(rt.maxBody+1)))
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
 	}
@@ -241,7 +242,7 @@ func New(opts Options) *Router {
 // now, all requests together, and the budget for them
 // (Options.MaxBufferedBodyBytes).
 func (rt *Router) BufferedBodyBytes() (held, limit int64) {
-	return rt.bodies.inUse(), rt.bodies.limit
+	return rt.bodies.InUse(), rt.bodies.Limit()
 }
 
 // Loaded reports whether a source snapshot was applied; the admin /readyz
@@ -343,13 +344,13 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 		rt.authed(r)
 	}
 	who := rt.tenantOf(r, fromKey)
-	buf, err := readBody(r, rt.maxBody, rt.bodies)
+	buf, err := reqbody.Read(r, rt.maxBody, rt.bodies)
 	if err != nil {
 		e := errBadRequest
 		switch {
-		case errors.Is(err, errBodyTooLarge):
+		case errors.Is(err, reqbody.ErrTooLarge):
 			e = errTooLarge // it closes the connection: the rest of the body is not read.
-		case errors.Is(err, errBodyBudget):
+		case errors.Is(err, reqbody.ErrBudget):
 			e = errBodyBufferExhausted
 			w.Header().Set("Connection", "close")
 		}
@@ -358,13 +359,13 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	}
 	held := heldBodies{buf}
 	defer held.release()
-	body := buf.b
-	model, ok := modelField(body)
+	body := buf.Bytes()
+	model, ok := reqbody.FindModel(body)
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errBadRequest)
 		return nil
 	}
-	entry, ok := rt.table.Load().aliases[string(model.name)]
+	entry, ok := rt.table.Load().aliases[string(model.Name())]
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errModelNotFound)
 		return nil
@@ -373,8 +374,8 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	// The buffer of the body's copy that names the tier's servedModel is
 	// charged to the body budget here, still a gate: a refusal reserves
 	// nothing. The copy is made only once the request is admitted.
-	if n := rewriteSize(ts.cfg.Load().upstreamModel, body, model); n > 0 {
-		if held[1], err = newBodyBuf(rt.bodies, n, false); err != nil {
+	if n := reqbody.RewriteSize(ts.cfg.Load().upstreamModel, body, model); n > 0 {
+		if held[1], err = reqbody.NewBuffer(rt.bodies, n, false); err != nil {
 			rt.refuse(w, &o, ResultRefused, errBodyBufferExhausted)
 			return nil
 		}
@@ -392,19 +393,10 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	// 4 and 5. Exactly one upstream attempt; the lease is released when it
 	// ends, however it ends.
 	route := rt.leased(ts, cfg, lease, &o)
-	if n := rewriteSize(cfg.upstreamModel, body, model); n > 0 {
-		// The member serves the tier's servedModel, not the alias. A tier
-		// reconfigured since the gate may need more room than was reserved
-		// there; it is charged whatever the budget holds, since the request
-		// is admitted.
-		if held[1] == nil {
-			held[1], _ = newBodyBuf(rt.bodies, n, true)
-		} else {
-			_ = held[1].grow(n, n, true)
-		}
-		held[1].b = rewriteModel(held[1].b[:0], body, model, cfg.upstreamModel)
-		body = held[1].b
-	}
+	// The member serves the tier's servedModel, not the alias. A tier
+	// reconfigured since the gate may need more room than was reserved
+	// there.
+	body = held.rewrite(rt.bodies, model, cfg.upstreamModel)
 	ex := rt.newExchange(ts, cfg, who, route, lease, &o, held, body, idHeader, r)
 	held = heldBodies{} // the exchange releases them now.
 	return rt.begin(w, ex)

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/reqbody"
 	"github.com/sluice-dev/sluice/internal/source"
 	"github.com/sluice-dev/sluice/internal/upstream"
 )
@@ -141,7 +141,7 @@ func newTierConfig(t source.Tier, addrs *hostAddrSet) (*tierConfig, admission.Co
 	}
 	cfg.strategy = s.EffectiveStrategy()
 	if s.EffectiveUpstreamModel() == v1alpha1.UpstreamModelServedModel {
-		cfg.upstreamModel = jsonString(s.ServedModel)
+		cfg.upstreamModel = reqbody.Quote(s.ServedModel)
 	}
 	acfg := admission.Config{Strategy: cfg.strategy, Queue: admissionQueue(s.Queue)}
 	if s.MaxConcurrency != nil {
@@ -206,15 +206,6 @@ func admissionQueue(q *v1alpha1.QueueSpec) *admission.Queue {
 		out.MaxRequestsPerTenant = int(*q.MaxRequestsPerTenant)
 	}
 	return out
-}
-
-// jsonString returns s as a JSON string, with no HTML escaping.
-func jsonString(s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes; invalid UTF-8 becomes U+FFFD.
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // Apply installs a complete source snapshot. Each served tier is applied
