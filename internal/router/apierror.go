@@ -54,8 +54,8 @@ func newAPIError(status int, typ, code, message string) *apiError {
 	return &apiError{status: status, code: code, body: append(body, '\n'), closes: closesConnection(status)}
 }
 
-// The errors of the front door and of the admin API. Their codes are part of
-// the documented API (docs/ROUTER.md).
+// The errors of the front door. Their codes are part of the documented API
+// (docs/ROUTER.md).
 var (
 	errBadRequest = newAPIError(http.StatusBadRequest, typeInvalidRequest, "invalid_request_body",
 		`The request body must be a JSON object with a string "model" field.`)
@@ -87,21 +87,6 @@ var (
 		"The model server failed before sending a response.")
 	errUpstreamTimeout = newAPIError(http.StatusGatewayTimeout, typeServer, "upstream_timeout",
 		"The model server did not send a response in time.")
-
-	errAdminUnauthorized = newAPIError(http.StatusUnauthorized, typeAuthentication, "invalid_admin_token",
-		"Missing or invalid admin token.")
-	errTierNotFound = newAPIError(http.StatusNotFound, typeInvalidRequest, "tier_not_found",
-		"No such tier on this router.")
-	errMemberNotFound = newAPIError(http.StatusNotFound, typeInvalidRequest, "member_not_found",
-		"No such member in the tier.")
-	errDirectTierMember = newAPIError(http.StatusConflict, typeInvalidRequest, "direct_tier",
-		"A direct tier (one member) has no member scope; drain the tier.")
-	errNotQuiesced = newAPIError(http.StatusConflict, typeInvalidRequest, "not_quiesced",
-		"The scope is not quiesced; quiesce it in the ReplicaTier first.")
-	errDrainTimeout = newAPIError(http.StatusGatewayTimeout, typeServer, "drain_timeout",
-		"The scope still holds requests at the end of the timeout.")
-	errBadTimeout = newAPIError(http.StatusBadRequest, typeInvalidRequest, "invalid_timeout",
-		"timeout must be a positive Go duration of at most 10m.")
 )
 
 // retryAfter is the Retry-After value of every 503 and 429: admission

@@ -35,7 +35,7 @@ func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	}
 	route := rt.leased(ts, cfg, lease, &o)
 	model, _ := reqbody.FindModel(held[0].Bytes()) // the body passed this check in admit.
-	body := held.rewrite(rt.bodies, model, cfg.upstreamModel)
+	body := held.rewrite(rt.bodies, model, cfg.UpstreamModel())
 	next := rt.newExchange(ts, cfg, ex.who, route, lease, &o, held, body, ex.idHeader, r)
 	next.readmitted = true
 	held = heldBodies{} // the new exchange releases them now.

@@ -1,4 +1,4 @@
-package router
+package tiers
 
 import (
 	"strings"
@@ -11,12 +11,11 @@ import (
 // whose first configuration fails has generation zero, and the next good
 // configuration clears the error.
 func TestApplied(t *testing.T) {
-	rt := New(Options{})
-	t.Cleanup(rt.Close)
+	set := New(Options{})
 	good := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 0}, {"gpu1", "http://127.0.0.1:2", 0}})
 	good.Generation = 4
-	rt.Apply(sourceSnapshot(good))
-	if got := rt.Applied(); len(got) != 1 || got[0].Generation != 4 || got[0].ApplyError != "" ||
+	set.Apply(sourceSnapshot(good))
+	if got := set.Applied(); len(got) != 1 || got[0].Generation != 4 || got[0].ApplyError != "" ||
 		strings.Join(got[0].Members, ",") != "gpu0,gpu1" || got[0].Namespace != "ns" || got[0].Name != "llama" {
 		t.Fatalf("Applied = %+v", got)
 	}
@@ -25,8 +24,8 @@ func TestApplied(t *testing.T) {
 	broken.Generation = 5
 	fresh := newTier("ns/fresh", []string{"fresh"}, "", []memberSpec{{"gpu0", "::", 0}})
 	fresh.Generation = 1
-	rt.Apply(sourceSnapshot(broken, fresh))
-	got := rt.Applied()
+	set.Apply(sourceSnapshot(broken, fresh))
+	got := set.Applied()
 	if len(got) != 2 || got[0].Key != "ns/fresh" || got[1].Key != "ns/llama" {
 		t.Fatalf("Applied = %+v, want fresh and llama", got)
 	}
@@ -44,8 +43,8 @@ func TestApplied(t *testing.T) {
 	}
 
 	good.Generation = 6
-	rt.Apply(sourceSnapshot(good))
-	if got := rt.Applied(); len(got) != 1 || got[0].Generation != 6 || got[0].ApplyError != "" || got[0].FailedGeneration != 0 {
+	set.Apply(sourceSnapshot(good))
+	if got := set.Applied(); len(got) != 1 || got[0].Generation != 6 || got[0].ApplyError != "" || got[0].FailedGeneration != 0 {
 		t.Fatalf("Applied after a good generation = %+v", got)
 	}
 }
