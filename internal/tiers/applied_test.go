@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"maps"
 	"strings"
 	"testing"
 )
@@ -46,5 +47,31 @@ func TestApplied(t *testing.T) {
 	set.Apply(sourceSnapshot(good))
 	if got := set.Applied(); len(got) != 1 || got[0].Generation != 6 || got[0].ApplyError != "" || got[0].FailedGeneration != 0 {
 		t.Fatalf("Applied after a good generation = %+v", got)
+	}
+}
+
+// TestRetain proves Apply hands Options.Retain the endpoint addresses of
+// the members of the tiers it serves, once per snapshot: a member of a
+// tier that left the configuration, or of a refused new tier, is not
+// among them.
+func TestRetain(t *testing.T) {
+	var got []map[string]bool
+	set := New(Options{Retain: func(addrs map[string]bool) { got = append(got, addrs) }})
+	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}, {"gpu1", "http://127.0.0.1:8002/v1", 0}})
+	embed := newTier("ns/embed", []string{"embed"}, "", []memberSpec{{"cpu0", "https://localhost", 0}})
+	refused := newTier("ns/refused", []string{"refused"}, "", []memberSpec{{"gpu9", "ftp://127.0.0.1:9", 0}})
+	set.Apply(sourceSnapshot(llama, embed))
+	set.Apply(sourceSnapshot(llama, refused))
+	want := []map[string]bool{
+		{"127.0.0.1:8001": true, "127.0.0.1:8002": true, "localhost:443": true},
+		{"127.0.0.1:8001": true, "127.0.0.1:8002": true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Retain called %d times, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !maps.Equal(got[i], want[i]) {
+			t.Errorf("snapshot %d retained %v, want %v", i, got[i], want[i])
+		}
 	}
 }

@@ -81,10 +81,10 @@ func PressureTiers(s source.Snapshot) []pressure.Tier {
 }
 
 // Inputs returns the admission inputs of t from completed snapshots of
-// the members of cfg, t's configuration in force or one it had. The epoch is read before readiness: a
-// readmission landing after this read refuses the decision, and the next
-// attempt reads the readmitted member's recheck
-// (docs/ROUTER.md#5-configuration-changes).
+// the members of cfg, t's configuration in force or one it had. It never
+// waits. The epoch is read before readiness: a readmission landing after
+// this read refuses the decision, and the next attempt reads the
+// readmitted member's recheck (docs/ROUTER.md#5-configuration-changes).
 func (set *Set) Inputs(t *Tier, cfg *Config) admission.Inputs {
 	in := admission.Inputs{ReadmitEpoch: t.admission.ReadmitEpoch()}
 	in.Ready = set.ready(t.key, cfg)
