@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // maxListedProblems bounds the rejected manifests and tiers one
@@ -46,7 +46,7 @@ func newConfigReport(logger *slog.Logger, node string, files bool) *configReport
 }
 
 // report logs the summary of s, which the router applied as applied.
-func (c *configReport) report(s source.Snapshot, applied router.ApplyResult) {
+func (c *configReport) report(s source.Snapshot, applied tiers.ApplyResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	msg := "tier configuration reloaded"

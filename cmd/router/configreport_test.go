@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // logLine is one decoded JSON log line.
@@ -264,11 +264,11 @@ func TestConfigReportDeduplicates(t *testing.T) {
 	kept := source.FileError{File: "mine.yaml", Message: "document 0: not YAML", KeepsLastGood: true}
 	dup := source.Rejection{Tier: source.Tier{Key: "ns/x"}, Reason: source.ReasonDuplicate, Message: "tier ns/x is already declared in file a.yaml"}
 	others := source.OtherNodes{Tiers: 2, Nodes: []string{"gpu-node-1"}}
-	refused := router.ApplyResult{Refused: []router.RefusedTier{{Key: "ns/y", Message: "member gpu0 has an unusable endpoint"}}}
+	refused := tiers.ApplyResult{Refused: []tiers.RefusedTier{{Key: "ns/y", Message: "member gpu0 has an unusable endpoint"}}}
 	steps := []struct {
 		desc    string
 		s       source.Snapshot
-		applied router.ApplyResult
+		applied tiers.ApplyResult
 		want    []string // the messages logged, in order.
 	}{
 		{desc: "first load", s: source.Snapshot{Files: 2, Errors: []source.FileError{bad}, OtherNodes: others},
@@ -278,14 +278,14 @@ func TestConfigReportDeduplicates(t *testing.T) {
 		{desc: "a file turns invalid, a duplicate, a refusal", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad, kept},
 			Rejected: []source.Rejection{dup}, OtherNodes: others}, applied: refused,
 			want: []string{"tier configuration reloaded", "manifest rejected; its tiers keep their last good configuration", "tier not served"}},
-		{desc: "all fixed", s: source.Snapshot{Files: 3}, applied: router.ApplyResult{Served: 1},
+		{desc: "all fixed", s: source.Snapshot{Files: 3}, applied: tiers.ApplyResult{Served: 1},
 			want: []string{"tier configuration reloaded"}},
-		{desc: "broken again", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad}}, applied: router.ApplyResult{Served: 1},
+		{desc: "broken again", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad}}, applied: tiers.ApplyResult{Served: 1},
 			want: []string{"tier configuration reloaded", "manifest rejected; none of its tiers is served"}},
 		{desc: "a second error of the same file", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad, overLimit}},
-			applied: router.ApplyResult{Served: 1}, want: []string{"tier configuration reloaded", "manifest rejected; none of its tiers is served"}},
+			applied: tiers.ApplyResult{Served: 1}, want: []string{"tier configuration reloaded", "manifest rejected; none of its tiers is served"}},
 		{desc: "both errors again", s: source.Snapshot{Files: 3, Errors: []source.FileError{bad, overLimit}},
-			applied: router.ApplyResult{Served: 1}, want: []string{"tier configuration reloaded"}},
+			applied: tiers.ApplyResult{Served: 1}, want: []string{"tier configuration reloaded"}},
 	}
 	seen := 0
 	for _, st := range steps {
@@ -314,7 +314,7 @@ func TestConfigReportDeduplicates(t *testing.T) {
 	// The kube source counts no files and no other nodes.
 	logs = &syncBuffer{}
 	c = newConfigReport(slog.New(slog.NewJSONHandler(logs, nil)), "node-a", false)
-	c.report(source.Snapshot{}, router.ApplyResult{Served: 3})
+	c.report(source.Snapshot{}, tiers.ApplyResult{Served: 3})
 	lines := decodeLogs(t, logs.String())
 	if len(lines) != 1 {
 		t.Fatalf("kube mode logged %d lines", len(lines))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-dev/sluice/internal/adminserver"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/router"
@@ -61,13 +62,13 @@ func (o *observability) recorder() router.Recorder {
 // register adds GET /metrics (open) and the /admin/v1/decisions routes
 // (authenticated) to the admin handler; the metrics include conns, the
 // front door's connection counts.
-func (o *observability) register(admin *router.Admin, rt *router.Router, conns *telemetry.ConnectionCollector) {
+func (o *observability) register(admin *adminserver.Admin, rt *router.Router, conns *telemetry.ConnectionCollector) {
 	var drops telemetry.SinkDropSource
 	if o.sink != nil {
 		drops = o.sink
 	}
 	reg := telemetry.NewRegistry(
-		telemetry.NewCapacityCollector(telemetry.CapacityOptions{Source: admin, Targets: rt, Fetches: o.fetches}),
+		telemetry.NewCapacityCollector(telemetry.CapacityOptions{Source: admin, Targets: rt.Tiers(), Fetches: o.fetches}),
 		o.requests,
 		o.fetches,
 		telemetry.NewDecisionLogCollector(drops, o.log),

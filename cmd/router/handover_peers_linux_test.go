@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/handover"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -68,7 +69,7 @@ func runPeer(mode, name string) error {
 		if err != nil {
 			return err
 		}
-		_, _ = io.WriteString(conn, `{"kind":"hello","version":"`+router.HandoverVersion+`"}`+"\n")
+		_, _ = io.WriteString(conn, `{"kind":"hello","version":"`+handover.Version+`"}`+"\n")
 		_ = conn.SetReadDeadline(time.Now().Add(failSafe))
 		if line, err := bufio.NewReader(conn).ReadString('\n'); err == nil {
 			fmt.Print("got " + line)
@@ -288,7 +289,7 @@ func helloSuccessor(t *testing.T, name string) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	_, _ = io.WriteString(conn, `{"kind":"hello","version":"`+router.HandoverVersion+`"}`+"\n")
+	_, _ = io.WriteString(conn, `{"kind":"hello","version":"`+handover.Version+`"}`+"\n")
 	_ = conn.SetReadDeadline(time.Now().Add(failSafe))
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil || !strings.Contains(line, `"kind":"snapshot"`) {

@@ -16,9 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminserver"
 	"github.com/sluice-dev/sluice/internal/source"
 	"github.com/sluice-dev/sluice/internal/status"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // userAgent identifies the router's requests in API server audit logs.
@@ -49,12 +50,12 @@ type tierSource interface {
 // any address of the node is on this host, one on a pod IP or on another
 // node's address is not. They are read when a snapshot is applied, not
 // polled (docs/ROUTER.md#5-configuration-changes).
-func hostAddrs() router.HostAddrs { return router.InterfaceAddrs }
+func hostAddrs() tiers.HostAddrs { return tiers.InterfaceAddrs }
 
 // newTierSource returns the files source when --tiers-dir is set and the
 // kube source otherwise; the kube source reports status through admin's
 // capacity view. It contacts nothing yet.
-func newTierSource(cfg config, logger *slog.Logger, admin *router.Admin) (tierSource, error) {
+func newTierSource(cfg config, logger *slog.Logger, admin *adminserver.Admin) (tierSource, error) {
 	if cfg.tiersDir != "" {
 		return source.NewFiles(source.FilesOptions{Dir: cfg.tiersDir, NodeName: cfg.nodeName, Interval: cfg.pollInterval})
 	}

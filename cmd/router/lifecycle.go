@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/readiness"
-	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // The warm-up's bounds.
@@ -46,7 +46,7 @@ func (n *node) start(p *parts) <-chan firstSnapshot {
 		return n.src.Run(n.partsCtx, func(s source.Snapshot) {
 			n.succ.configure(s)
 			once.Do(func() {
-				f := firstSnapshot{tiers: router.ReadinessTiers(s)}
+				f := firstSnapshot{tiers: tiers.ReadinessTiers(s)}
 				if err := n.report.strictError(); n.cfg.strictManifests && err != nil {
 					f = firstSnapshot{strict: err} // the front door never opens.
 				}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/sluice-dev/sluice/internal/adminserver"
 	"github.com/sluice-dev/sluice/internal/nodeconfig"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
@@ -31,7 +32,7 @@ type node struct {
 	probes  *readiness.Cache
 	samples *pressure.Cache
 	rt      *router.Router
-	admin   *router.Admin
+	admin   *adminserver.Admin
 	src     tierSource
 	report  *configReport
 	succ    *succession
@@ -90,7 +91,7 @@ func (n *node) build(ctx context.Context) error {
 	// After the front door shut down (close runs the last added first).
 	n.closers = append(n.closers, func() { n.traces.shutdown(n.log) })
 	n.newRouter()
-	n.admin = router.NewAdmin(n.rt, router.AdminOptions{Token: n.keys.admin, ReadyWithoutTiers: n.cfg.readyWithoutTiers})
+	n.admin = adminserver.New(n.rt.Tiers(), adminserver.Options{Token: n.keys.admin, ReadyWithoutTiers: n.cfg.readyWithoutTiers})
 	n.obs.register(n.admin, n.rt, telemetry.NewConnectionCollector(n.conns.counts))
 	if n.cfg.enablePprof {
 		registerPprof(n.admin)
@@ -113,7 +114,7 @@ func (n *node) newRouter() {
 	var dispatcher atomic.Pointer[router.Router]
 	n.probes = readiness.New(readiness.Options{Probed: func(string) {
 		if rt := dispatcher.Load(); rt != nil {
-			rt.Dispatch()
+			rt.Tiers().Dispatch()
 		}
 	}})
 	n.samples = pressure.New(pressure.Options{Collector: n.obs.collector()})
@@ -149,7 +150,7 @@ func (n *node) newRouter() {
 // (nodeconfig's order, then the report), and the two servers with their
 // connection limits, and the contexts the run ends.
 func (n *node) newServers() {
-	applier := nodeconfig.Applier{Router: n.rt, Readiness: n.probes, Pressure: n.samples, Metrics: n.obs.requests}
+	applier := nodeconfig.Applier{Tiers: n.rt.Tiers(), Readiness: n.probes, Pressure: n.samples, Metrics: n.obs.requests}
 	n.report = newConfigReport(n.log, n.cfg.nodeName, n.cfg.tiersDir != "")
 	n.succ = newSuccession(n.rt, n.log, func(s source.Snapshot) { n.apply(applier, s) }, n.stopReports)
 	n.front = newServer(n.log, n.succ.handler(n.rt, &n.draining), n.cfg.bodyReadTimeout)

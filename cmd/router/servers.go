@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/router"
+	"github.com/sluice-dev/sluice/internal/adminserver"
 )
 
 // The servers' bounds.
@@ -146,7 +146,7 @@ func shutdown(hurry context.Context, logger *slog.Logger, front, adminSrv *http.
 
 // registerPprof serves Go's profiles (net/http/pprof) at /debug/pprof/ on
 // the admin listener, behind the admin token.
-func registerPprof(admin *router.Admin) {
+func registerPprof(admin *adminserver.Admin) {
 	admin.Handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
 	admin.Handle("GET /debug/pprof/cmdline", http.HandlerFunc(pprof.Cmdline))
 	admin.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))

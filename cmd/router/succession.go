@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/handover"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -298,13 +299,13 @@ func (s *succession) adopt(ctx context.Context) {
 		return
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(handoverTimeout))
-	err = s.rt.AdoptHandover(ctx, conn, router.Adoption{Adopted: func(a router.AdoptedLeases) {
+	err = handover.Adopt(ctx, s.rt.Tiers(), conn, handover.Adoption{Adopted: func(a handover.AdoptedLeases) {
 		s.log.Info("predecessor's leases adopted", "adopted", a.Adopted, "ignored", a.Ignored, "peer_pid", p.pid)
 		s.open()
 		s.takeName(ctx)
 	}})
 	switch {
-	case errors.Is(err, router.ErrHandoverBounds):
+	case errors.Is(err, handover.ErrBounds):
 		s.log.Warn("lease handover refused: the predecessor's counts pass this router's ceilings; its leases are not adopted",
 			"peer_uid", p.uid, "peer_pid", p.pid, "error", err.Error())
 	case err != nil && ctx.Err() == nil:
@@ -379,7 +380,7 @@ func (s *succession) accept(ctx context.Context, ln net.Listener) {
 func (s *succession) candidate(ctx context.Context, conn net.Conn, p peer) {
 	_ = conn.SetReadDeadline(time.Now().Add(s.helloTimeout))
 	claimed := false
-	err := s.rt.ServeHandover(ctx, conn, router.HandoverGate{Hello: func() bool {
+	err := handover.Serve(ctx, s.rt.Tiers(), conn, handover.Gate{Hello: func() bool {
 		claimed = s.claim()
 		if claimed {
 			s.log.Info("admission handed over to a successor; requests are forwarded to it", "peer_pid", p.pid)
@@ -389,7 +390,7 @@ func (s *succession) candidate(ctx context.Context, conn net.Conn, p peer) {
 	switch {
 	case ctx.Err() != nil:
 		return
-	case !claimed && errors.Is(err, router.ErrSuccessorGone):
+	case !claimed && errors.Is(err, handover.ErrSuccessorGone):
 		// A starting router checks its predecessor so (listenOwned).
 		s.log.Debug("handover channel: a peer left before its hello", "peer_pid", p.pid)
 		return

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/handover"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -39,7 +40,7 @@ func TestSuccessionResumesWhenSuccessorLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.WriteString(conn, `{"kind":"hello","version":"`+router.HandoverVersion+`"}`+"\n")
+	_, _ = io.WriteString(conn, `{"kind":"hello","version":"`+handover.Version+`"}`+"\n")
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil || !strings.Contains(line, `"kind":"snapshot"`) {
 		t.Fatalf("snapshot %q, %v", line, err)

@@ -30,7 +30,7 @@ type ListView struct {
 }
 
 // RegisterRoutes registers the decision endpoints with handle, which is
-// the admin listener's authenticated registration (router.Admin.Handle):
+// the admin listener's authenticated registration (adminserver.Admin.Handle):
 //
 //   - GET /admin/v1/decisions?limit=N: the latest N records (default
 //     DefaultListLimit, 1..MaxListLimit), newest first;

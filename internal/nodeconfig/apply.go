@@ -3,17 +3,17 @@ package nodeconfig
 import (
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
-	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
-// Router is the router a snapshot is applied to (*router.Router).
-type Router interface {
+// Tiers are the router's tiers a snapshot is applied to (*tiers.Set).
+type Tiers interface {
 	// Plan returns the configuration Apply(s) would put in force, applying
 	// nothing.
 	Plan(s source.Snapshot) source.Snapshot
 	// Apply puts s in force and says what it served and refused.
-	Apply(s source.Snapshot) router.ApplyResult
+	Apply(s source.Snapshot) tiers.ApplyResult
 }
 
 // Readiness is the readiness probes' registration (*readiness.Cache).
@@ -41,8 +41,8 @@ type Metrics interface {
 // Applier applies snapshots to the parts of a router node in one order
 // (the package's documentation). Every field is required.
 type Applier struct {
-	// Router plans and applies each snapshot.
-	Router Router
+	// Tiers plans and applies each snapshot.
+	Tiers Tiers
 	// Readiness registers the plan's members with the readiness probes.
 	Readiness Readiness
 	// Pressure registers the plan's Capacity tiers with the pressure cache.
@@ -57,7 +57,7 @@ type Applier struct {
 // unknown); the router applies the snapshot all the same.
 type Result struct {
 	// Applied is what the router put in force.
-	Applied router.ApplyResult
+	Applied tiers.ApplyResult
 	// Readiness is the readiness probes' refusal of the plan, nil when they
 	// took it.
 	Readiness error
@@ -71,11 +71,11 @@ type Result struct {
 // A tier the router refuses is in the plan with the configuration it keeps
 // serving, or not at all, so its refused configuration reaches no part.
 func (a Applier) Apply(s source.Snapshot) Result {
-	plan := a.Router.Plan(s)
+	plan := a.Tiers.Plan(s)
 	var r Result
-	r.Readiness = a.Readiness.Reconfigure(router.ReadinessTiers(plan))
-	r.Pressure = a.Pressure.Reconfigure(router.PressureTiers(plan))
-	r.Applied = a.Router.Apply(s)
+	r.Readiness = a.Readiness.Reconfigure(tiers.ReadinessTiers(plan))
+	r.Pressure = a.Pressure.Reconfigure(tiers.PressureTiers(plan))
+	r.Applied = a.Tiers.Apply(s)
 	a.Metrics.Configure(plan)
 	return r
 }

@@ -9,14 +9,14 @@ import (
 	"github.com/sluice-dev/sluice/internal/nodeconfig"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
-	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 	"github.com/sluice-dev/sluice/internal/telemetry"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // The parts the router binary wires satisfy the interfaces.
 var (
-	_ nodeconfig.Router    = (*router.Router)(nil)
+	_ nodeconfig.Tiers     = (*tiers.Set)(nil)
 	_ nodeconfig.Readiness = (*readiness.Cache)(nil)
 	_ nodeconfig.Pressure  = (*pressure.Cache)(nil)
 	_ nodeconfig.Metrics   = (*telemetry.RequestMetrics)(nil)
@@ -40,10 +40,10 @@ func (p *parts) Plan(source.Snapshot) source.Snapshot {
 	return p.plan
 }
 
-func (p *parts) Apply(s source.Snapshot) router.ApplyResult {
+func (p *parts) Apply(s source.Snapshot) tiers.ApplyResult {
 	p.calls = append(p.calls, "apply")
 	p.applied = s
-	return router.ApplyResult{Served: len(p.plan.Tiers), Refused: []router.RefusedTier{{Key: "ns/refused", Message: "no"}}}
+	return tiers.ApplyResult{Served: len(p.plan.Tiers), Refused: []tiers.RefusedTier{{Key: "ns/refused", Message: "no"}}}
 }
 
 func (p *parts) Configure(s source.Snapshot) { p.calls = append(p.calls, "metrics"); p.metrics = s }
@@ -65,7 +65,7 @@ func (p samples) Reconfigure(tiers []pressure.Tier) error {
 }
 
 func (p *parts) applier() nodeconfig.Applier {
-	return nodeconfig.Applier{Router: p, Readiness: probes{p}, Pressure: samples{p}, Metrics: p}
+	return nodeconfig.Applier{Tiers: p, Readiness: probes{p}, Pressure: samples{p}, Metrics: p}
 }
 
 // tier returns a tier of two members, the first at endpoint (a strategy
@@ -92,7 +92,7 @@ func TestApplyOrder(t *testing.T) {
 	if want := []string{"plan", "readiness", "pressure", "apply", "metrics"}; !slices.Equal(p.calls, want) {
 		t.Fatalf("calls %q, want %q", p.calls, want)
 	}
-	if want := router.ReadinessTiers(p.plan); !slices.EqualFunc(p.probed, want, equalReadiness) {
+	if want := tiers.ReadinessTiers(p.plan); !slices.EqualFunc(p.probed, want, equalReadiness) {
 		t.Errorf("readiness registered %+v, want the plan's %+v", p.probed, want)
 	}
 	if len(p.sampled) != 1 || p.sampled[0].Key != "ns/kept" {

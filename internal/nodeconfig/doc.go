@@ -1,11 +1,12 @@
 // Package nodeconfig applies a router's tier configuration: it owns the
 // order in which one source snapshot reaches the parts of a router node.
 //
-// The router's plan (Router.Plan: what Apply would put in force) is
+// The router's plan (Tiers.Plan: what Apply would put in force) is
 // registered with the readiness probes and the pressure cache first, so
 // that a member whose endpoint changes is not ready before the router can
 // send to it and an endpoint the router refuses is never probed or
-// sampled; then the router applies the snapshot; then the request metrics
+// sampled; then its tiers apply the snapshot (internal/tiers); then the
+// request metrics
 // export the planned tiers' series and delete the others
 // (docs/ROUTER.md#5-configuration-changes).
 //

@@ -235,7 +235,7 @@ func (c *Cache) ProbeNow(ctx context.Context, tier, member string) (bool, error)
 // passing one leaves the member not ready. The router calls it when a
 // connection to the member failed (passive ejection) and when the member is
 // readmitted (docs/ROUTER.md#5-configuration-changes); it implements
-// router.Rechecker.
+// tiers.Rechecker.
 //
 // Recheck never blocks. It does nothing for an unknown tier or member or a
 // closed Cache. Before Run the member stays not ready until the first probe

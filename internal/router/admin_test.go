@@ -8,60 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/adminserver"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
 )
-
-// TestAdminHealthAndReadiness proves /readyz fails before a first
-// snapshot, while the snapshot in force serves no tier (unless
-// ReadyWithoutTiers), and after NotReady; it succeeds while a tier is
-// served (docs/ROUTER.md#6-admin-api).
-func TestAdminHealthAndReadiness(t *testing.T) {
-	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}})
-	refused := newTier("ns/far", []string{"far"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 0}})
-	for _, tt := range []struct {
-		desc              string
-		readyWithoutTiers bool
-		apply             [][]source.Tier // the snapshots applied before the check; nil: none.
-		want              int
-		wantBody          string
-	}{
-		{desc: "before any configuration", want: http.StatusServiceUnavailable, wantBody: "no configuration loaded yet"},
-		{desc: "before any configuration, ready without tiers", readyWithoutTiers: true, want: http.StatusServiceUnavailable},
-		{desc: "an empty configuration", apply: [][]source.Tier{{}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
-		{desc: "only a refused tier", apply: [][]source.Tier{{refused}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
-		{desc: "an empty configuration, ready without tiers", readyWithoutTiers: true, apply: [][]source.Tier{{}}, want: http.StatusOK},
-		{desc: "a served tier", apply: [][]source.Tier{{llama}}, want: http.StatusOK, wantBody: "ok"},
-		{desc: "the last tier removed", apply: [][]source.Tier{{llama}, {}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
-	} {
-		t.Run(tt.desc, func(t *testing.T) {
-			f := newFixture(t, fixtureOptions{})
-			a := NewAdmin(f.rt, AdminOptions{ReadyWithoutTiers: tt.readyWithoutTiers})
-			for _, tiers := range tt.apply {
-				f.apply(tiers...)
-			}
-			w := newRecorder()
-			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/healthz"))
-			if w.status != http.StatusOK {
-				t.Fatalf("healthz = %d", w.status)
-			}
-			w = newRecorder()
-			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/readyz"))
-			if w.status != tt.want || !strings.Contains(w.body.String(), tt.wantBody) {
-				t.Fatalf("readyz = %d %q, want %d %q", w.status, w.body.String(), tt.want, tt.wantBody)
-			}
-			a.NotReady()
-			w = newRecorder()
-			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/readyz"))
-			if w.status != http.StatusServiceUnavailable {
-				t.Fatalf("readyz after NotReady = %d, want 503", w.status)
-			}
-		})
-	}
-}
 
 func TestAdminAuthentication(t *testing.T) {
 	token, _ := apikeys.Parse([]byte("admin-token\n"))
@@ -90,7 +44,7 @@ func TestAdminAuthentication(t *testing.T) {
 	}
 
 	// The seam for other packages' routes.
-	a := NewAdmin(f.rt, AdminOptions{Token: token})
+	a := adminserver.New(f.rt.Tiers(), adminserver.Options{Token: token})
 	a.Handle("GET /admin/v1/extra", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "extra") }))
 	a.HandlePublic("GET /metrics", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "metrics") }))
 	for _, tt := range []struct {
@@ -235,7 +189,7 @@ func TestAdminTiers(t *testing.T) {
 			s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "maintenance"}
 		})
 	loser := newTier("ns/zeta", []string{"chat"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}})
-	f.rt.Apply(source.Snapshot{
+	f.rt.Tiers().Apply(source.Snapshot{
 		Tiers:    []source.Tier{served},
 		Rejected: []source.Rejection{{Tier: loser, Reason: source.ReasonAliasConflict, Message: `alias "chat" is held by ns/llama`}},
 		Errors:   []source.FileError{{File: "llama.yaml", Message: "document 0: spec.members[0].id: Invalid value"}},

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/tiers"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
@@ -14,9 +16,9 @@ import (
 
 // admissionInputs builds the inputs the router would for ts, every member
 // ready and pressure unknown.
-func admissionInputs(ts *tierState) admission.Inputs {
+func admissionInputs(ts *tiers.Tier) admission.Inputs {
 	in := admission.Inputs{Ready: map[string]bool{}}
-	for _, id := range ts.cfg.Load().ids {
+	for _, id := range ts.Config().IDs() {
 		in.Ready[id] = true
 	}
 	return in

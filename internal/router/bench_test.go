@@ -131,7 +131,7 @@ func benchFront(b *testing.B, memberURL string, idle int) (*httptest.Server, *ht
 		}
 	}})
 	b.Cleanup(rt.Close)
-	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "RoundRobin",
+	rt.Tiers().Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "RoundRobin",
 		[]memberSpec{{"gpu0", memberURL, 0}, {"gpu1", memberURL, 0}})))
 	front := httptest.NewUnstartedServer(rt)
 	front.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {

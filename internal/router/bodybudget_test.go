@@ -223,34 +223,3 @@ func TestBodyReleasedAtHeaders(t *testing.T) {
 		t.Fatalf("end %q", o.End)
 	}
 }
-
-// TestBodyBudgetShares proves the split of the budget: buffers above
-// bodyChunk may hold three quarters of it, smaller ones all of it, so that
-// large bodies never take the last quarter from ordinary ones.
-func TestBodyBudgetShares(t *testing.T) {
-	b := newBodyBudget(1000)
-	const large, small = bodyChunk + 1, bodyChunk
-	for _, step := range []struct {
-		n, c int
-		want bool
-	}{
-		{700, large, true},
-		{51, large, false}, // 751 > 750
-		{50, large, true},  // 750
-		{200, small, true}, // 950
-		{1, large, false},
-		{51, small, false}, // 1001 > 1000
-		{50, small, true},  // 1000
-	} {
-		if got := b.reserve(int64(step.n), step.c, false); got != step.want {
-			t.Fatalf("reserve %d for capacity %d with %d used: %v, want %v", step.n, step.c, b.inUse(), got, step.want)
-		}
-	}
-	if !b.reserve(10, large, true) || b.inUse() != 1010 {
-		t.Fatalf("a forced reservation: %d used, want 1010", b.inUse())
-	}
-	b.release(1010)
-	if b.inUse() != 0 {
-		t.Fatalf("%d used after releasing everything", b.inUse())
-	}
-}

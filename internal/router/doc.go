@@ -1,4 +1,4 @@
-// Package router is sluice's front door and admin API for one node.
+// Package router is sluice's front door for one node.
 //
 // The Router serves the OpenAI-compatible routes: for every request it runs
 // the request-wide gates (method, API key, body size, a JSON object with a
@@ -7,16 +7,14 @@
 // admission owner, sends exactly one
 // upstream attempt to the leased member through the member client
 // (internal/upstream), and releases the lease exactly once when the
-// exchange ends, however it ends: exchange.serve runs it top to bottom. Tiers arrive as complete source.Snapshots
-// and are applied one tier at a time with admission.Tier.Apply; the alias
-// table the request path reads is an immutable map swapped atomically. The
-// Admin handler serves health, readiness, capacity, the applied tier
-// configuration and drain.
+// exchange ends, however it ends: exchange.serve runs it top to bottom.
+// The tiers it serves are internal/tiers' (Router.Tiers): the alias table
+// the request path reads is an immutable value swapped atomically there.
 //
 // The package must never retry an upstream request or pick a second member
 // for a request, never wait for capacity, readiness or pressure, never start
 // a goroutine per request beyond what net/http starts, never mutate quiesce
-// intent (it only applies what the source declares), and never put an
-// endpoint URL, address, credential, prompt, upstream body or raw Go error
-// text in an error body, log line or admin response it produces.
+// intent, and never put an endpoint URL, address, credential, prompt,
+// upstream body or raw Go error text in an error body or log line it
+// produces.
 package router

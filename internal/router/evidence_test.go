@@ -194,7 +194,7 @@ func TestAccessLineUnchanged(t *testing.T) {
 	})
 	defer rt.Close()
 	member := newUpstream(t, "gpu0", nil)
-	rt.Apply(sourceSnapshot(
+	rt.Tiers().Apply(sourceSnapshot(
 		newTier("ns/rr", []string{"rr"}, v1alpha1.StrategyRoundRobin, []memberSpec{{"gpu0", member.srv.URL, 2}, {"gpu1", member.srv.URL, 2}}),
 		newTier("ns/cap", []string{"cap"}, v1alpha1.StrategyCapacity, []memberSpec{{"gpu0", member.srv.URL, 2}, {"gpu1", member.srv.URL, 2}}),
 		newTier("ns/direct", []string{"direct"}, "", []memberSpec{{"gpu0", member.srv.URL, 0}}),
@@ -295,7 +295,7 @@ func TestAccessLog(t *testing.T) {
 			defer rt.Close()
 			good, bad := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
 			bad.handle(func(w http.ResponseWriter, _ *http.Request) { resetConnection(w) })
-			rt.Apply(sourceSnapshot(
+			rt.Tiers().Apply(sourceSnapshot(
 				newTier("ns/good", []string{"good"}, "", []memberSpec{{"gpu0", good.srv.URL, 0}}),
 				newTier("ns/bad", []string{"bad"}, "", []memberSpec{{"gpu1", bad.srv.URL, 0}}),
 			))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/sse"
+	"github.com/sluice-dev/sluice/internal/tiers"
 	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
@@ -31,9 +32,9 @@ const maxUpstreamFields = 9
 // the client.
 type exchange struct {
 	rt    *Router
-	tier  *tierState
+	tier  *tiers.Tier
 	who   admission.Tenant // whom the request waits for in the tier's queue.
-	route *memberRoute
+	route *tiers.Member
 	lease *admission.Lease
 	body  []byte // the request body sent to the member.
 	// held are the request's body buffers, body among them; released when
@@ -107,7 +108,7 @@ func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) (notSent bool)
 
 	// 1. Write the request; read the member's response head.
 	ex.prepare(r)
-	err := ex.rt.members.Send(ex.in, &ex.attempt, &ex.route.target, &ex.req)
+	err := ex.rt.members.Send(ex.in, &ex.attempt, ex.route.Target(), &ex.req)
 	var head upstream.Head
 	if err == nil {
 		head, err = ex.attempt.ReadHead()
@@ -318,7 +319,7 @@ func (ex *exchange) settle() {
 	ex.settled = true
 	ex.lease.Release()
 	if h := ex.rt.onRelease; h != nil {
-		h(ex.tier.key, ex.lease.Member())
+		h(ex.tier.Key(), ex.lease.Member())
 	}
 }
 
@@ -495,7 +496,7 @@ func (ex *exchange) served(returned bool) {
 func (ex *exchange) eject(reason Ejection) {
 	ex.outcome.Ejection = reason
 	if ex.rt.recheck != nil {
-		ex.rt.recheck.Recheck(ex.tier.key, ex.route.id)
+		ex.rt.recheck.Recheck(ex.tier.Key(), ex.route.ID())
 	}
 }
 

@@ -150,14 +150,14 @@ func newTestExchange(t *testing.T) (*exchange, *int, *[]Outcome, *int) {
 		OnRelease: func(string, string) { releases++ },
 	})
 	t.Cleanup(rt.Close)
-	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 1}})))
-	ts, _ := rt.table.Load().lookup("ns/llama")
-	lease, err := ts.admission.Acquire(admission.Inputs{Ready: map[string]bool{"gpu0": true}})
+	rt.Tiers().Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 1}})))
+	ts, _ := rt.Tiers().Table().Lookup("ns/llama")
+	lease, err := ts.Admission().Acquire(admission.Inputs{Ready: map[string]bool{"gpu0": true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := ts.cfg.Load()
-	ex := &exchange{rt: rt, tier: ts, route: cfg.member("gpu0"), lease: lease, in: context.Background(),
-		outcome: Outcome{Result: ResultAdmitted, Member: "gpu0", Tier: ts.key}}
+	cfg := ts.Config()
+	ex := &exchange{rt: rt, tier: ts, route: cfg.Member("gpu0"), lease: lease, in: context.Background(),
+		outcome: Outcome{Result: ResultAdmitted, Member: "gpu0", Tier: ts.Key()}}
 	return ex, &releases, &outcomes, &rechecks
 }

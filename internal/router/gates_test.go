@@ -110,8 +110,8 @@ func TestGates(t *testing.T) {
 // cursorMoved reports whether the next admission of an idle two-member tier
 // would not start at gpu0, i.e. whether some Acquire reserved a member.
 func cursorMoved(f *fixture, key string) bool {
-	ts, _ := f.rt.table.Load().lookup(key)
-	lease, err := ts.admission.Acquire(admissionInputs(ts))
+	ts, _ := f.rt.Tiers().Table().Lookup(key)
+	lease, err := ts.Admission().Acquire(admissionInputs(ts))
 	if err != nil {
 		f.t.Fatalf("probe acquire: %v", err)
 	}
@@ -189,7 +189,7 @@ func TestModelsList(t *testing.T) {
 		t.Fatalf("POST: %d %s", status, body)
 	}
 	empty := New(Options{})
-	if got := string(bytes.TrimSpace(empty.table.Load().models)); got != `{"object":"list","data":[]}` {
+	if got := string(bytes.TrimSpace(empty.Tiers().Table().Models())); got != `{"object":"list","data":[]}` {
 		t.Fatalf("before any configuration: %s", got)
 	}
 }

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/adminserver"
+	"github.com/sluice-dev/sluice/internal/tiers"
+
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -287,7 +290,7 @@ type fixtureOptions struct {
 	maxBuffered  int64                // Options.MaxBufferedBodyBytes.
 	decisionFile string               // a JSONL file sink for the decision log.
 	tls          *tls.Config          // Options.TLSConfig.
-	hostAddrs    HostAddrs            // Options.HostAddrs.
+	hostAddrs    tiers.HostAddrs      // Options.HostAddrs.
 	tracer       trace.TracerProvider // Options.TracerProvider.
 	clock        clock.PassiveClock   // Options.Clock.
 	intervals    IntervalRecorder     // Options.Intervals.
@@ -300,6 +303,9 @@ type fixtureOptions struct {
 	onRelease func(tier, member string)
 	// admission are Options.AdmissionOptions.
 	admission []admission.Option
+	// noRechecker leaves Options.Rechecker nil; by default the fake
+	// readiness is the Rechecker.
+	noRechecker bool
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
@@ -314,9 +320,13 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	}
 	f.evidence, f.sink = newEvidenceLog(t, o.decisionFile)
 	f.sinkPath = o.decisionFile
+	var recheck tiers.Rechecker = f.ready
+	if o.noRechecker {
+		recheck = nil
+	}
 	f.rt = New(Options{
 		Readiness:            f.ready,
-		Rechecker:            f.ready,
+		Rechecker:            recheck,
 		Pressure:             f.pressure,
 		Keys:                 o.keys,
 		Authenticated:        o.authed,
@@ -344,7 +354,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		Recorder: Recorders{EvidenceRecorder(f.evidence), recorderFunc(func(o Outcome) { f.outcomes <- o })},
 	})
 	f.front = httptest.NewServer(f.rt)
-	f.admin = httptest.NewServer(NewAdmin(f.rt, AdminOptions{Token: o.adminToken}))
+	f.admin = httptest.NewServer(adminserver.New(f.rt.Tiers(), adminserver.Options{Token: o.adminToken}))
 	transport := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
 	f.client = &http.Client{Transport: transport}
 	t.Cleanup(func() {
@@ -361,10 +371,10 @@ type recorderFunc func(Outcome)
 func (r recorderFunc) Record(o Outcome) { r(o) }
 
 // apply applies tiers as a source snapshot, registering every member ready.
-func (f *fixture) apply(tiers ...source.Tier) ApplyResult {
-	s := source.Snapshot{Tiers: tiers}
-	f.ready.reconfigure(ReadinessTiers(s))
-	return f.rt.Apply(s)
+func (f *fixture) apply(list ...source.Tier) tiers.ApplyResult {
+	s := source.Snapshot{Tiers: list}
+	f.ready.reconfigure(tiers.ReadinessTiers(s))
+	return f.rt.Tiers().Apply(s)
 }
 
 // outcome waits for the next recorded outcome: the request has ended and
@@ -401,11 +411,11 @@ func (f *fixture) totalReleases() int {
 // assertIdle checks that the tier and all its members hold no lease.
 func (f *fixture) assertIdle(key string) {
 	f.t.Helper()
-	ts, _ := f.rt.table.Load().lookup(key)
+	ts, _ := f.rt.Tiers().Table().Lookup(key)
 	if ts == nil {
 		f.t.Fatalf("tier %s unknown", key)
 	}
-	s := ts.admission.Snapshot()
+	s := ts.Admission().Snapshot()
 	sum := 0
 	for _, m := range s.Members {
 		sum += m.Active

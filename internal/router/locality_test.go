@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/tiers"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 )
@@ -48,65 +50,6 @@ func (f *fakeHostAddrs) readCount() int {
 // sameHostRule is the rule a refused member's message names.
 const sameHostRule = "endpoint host is not loopback or an address of this node (spec.memberLocality: SameHost)"
 
-// TestHostAddrSetLocal proves which endpoint hosts count as this host's:
-// localhost, 127.0.0.0/8 and ::1 without reading the addresses, and this
-// host's addresses compared as unmapped addresses without zones; nothing
-// else, not the unspecified addresses and not a name.
-func TestHostAddrSetLocal(t *testing.T) {
-	for _, tc := range []struct {
-		host      string
-		local     bool
-		needsRead bool
-	}{
-		{"localhost", true, false},
-		{"LocalHost", true, false},
-		{"127.0.0.1", true, false},
-		{"127.8.9.10", true, false},
-		{"::1", true, false},
-		{"::1%lo", true, false},
-		{"::ffff:127.0.0.1", true, false},
-		{"192.0.2.10", true, true},
-		{"::ffff:192.0.2.10", true, true},
-		{"2001:db8::10", true, true},
-		{"fe80::1%eth0", true, true},
-		{"fe80::1", true, true},
-		{"192.0.2.20", true, true}, // listed by the source as IPv4-mapped IPv6.
-		{"192.0.2.11", false, true},
-		{"::ffff:192.0.2.11", false, true},
-		{"2001:db8::11", false, true},
-		{"fe80::2%eth0", false, true},
-		{"0.0.0.0", false, true},
-		{"::", false, true},
-		{"engine.internal", false, false},
-		{"", false, false},
-	} {
-		src := &fakeHostAddrs{}
-		src.set(nil, "192.0.2.10", "2001:db8::10", "fe80::1%eth0", "::ffff:192.0.2.20")
-		set := &hostAddrSet{source: src.read}
-		got, err := set.local(tc.host)
-		if err != nil || got != tc.local {
-			t.Errorf("local(%q) = %v, %v; want %v", tc.host, got, err, tc.local)
-		}
-		if reads := src.readCount(); reads != map[bool]int{false: 0, true: 1}[tc.needsRead] {
-			t.Errorf("local(%q) read the addresses %d times", tc.host, reads)
-		}
-		_, _ = set.local(tc.host)
-		if reads := src.readCount(); reads > 1 {
-			t.Errorf("a second local(%q) read the addresses again: %d reads", tc.host, reads)
-		}
-	}
-
-	failing := &fakeHostAddrs{}
-	failing.set(errors.New("netlink: no such device"))
-	set := &hostAddrSet{source: failing.read}
-	if ok, err := set.local("127.0.0.1"); !ok || err != nil {
-		t.Errorf("loopback with a failing source = %v, %v", ok, err)
-	}
-	if ok, err := set.local("192.0.2.10"); ok || !errors.Is(err, errHostAddrs) {
-		t.Errorf("non-loopback with a failing source = %v, %v; want errHostAddrs", ok, err)
-	}
-}
-
 // TestMemberLocality proves a SameHost tier is applied only when every
 // member is loopback or on a node address: a new tier with a remote member
 // is not served, an update adding one keeps the previous generation in
@@ -132,7 +75,7 @@ func TestMemberLocality(t *testing.T) {
 	f.apply(loopback, node, llama, stranger)
 
 	applied := map[string]adminapi.AppliedTier{}
-	for _, a := range f.rt.Applied() {
+	for _, a := range f.rt.Tiers().Applied() {
 		applied[a.Key] = a
 	}
 	for _, key := range []string{"ns/loopback", "ns/node", "ns/llama"} {
@@ -140,7 +83,7 @@ func TestMemberLocality(t *testing.T) {
 			t.Errorf("%s = %+v, want applied", key, a)
 		}
 	}
-	want := ErrInvalidTier.Error() + ": member gpu1: " + sameHostRule
+	want := tiers.ErrInvalidTier.Error() + ": member gpu1: " + sameHostRule
 	if a := applied["ns/stranger"]; a.ApplyError != want || a.Generation != 0 || a.FailedGeneration != 1 || len(a.Members) != 0 {
 		t.Fatalf("ns/stranger = %+v, want refused with %q", a, want)
 	}
@@ -256,7 +199,7 @@ func TestMemberLocalityAddressSource(t *testing.T) {
 	f.apply(local, anyTier, moved)
 	f.apply(local, anyTier, moved)
 	m := appliedTier(t, f, "ns/moved")
-	wantMsg := ErrInvalidTier.Error() + ": member gpu0: endpoint host is not loopback and this node's addresses could not be read (spec.memberLocality: SameHost)"
+	wantMsg := tiers.ErrInvalidTier.Error() + ": member gpu0: endpoint host is not loopback and this node's addresses could not be read (spec.memberLocality: SameHost)"
 	if m.ApplyError != wantMsg || len(m.Members) != 2 {
 		t.Fatalf("ns/moved with a failing source = %+v, want the previous configuration and %q", m, wantMsg)
 	}
@@ -277,7 +220,7 @@ func TestMemberLocalityAddressSource(t *testing.T) {
 // appliedTier returns the tier key of Applied.
 func appliedTier(t *testing.T, f *fixture, key string) adminapi.AppliedTier {
 	t.Helper()
-	for _, a := range f.rt.Applied() {
+	for _, a := range f.rt.Tiers().Applied() {
 		if a.Key == key {
 			return a
 		}
@@ -301,26 +244,6 @@ func countLines(logs string, subs ...string) int {
 	return n
 }
 
-// TestInterfaceAddrs proves the default address source reads this host's
-// interfaces: every host has a loopback interface, and every address comes
-// back valid and unmapped, as hostAddrSet compares them.
-func TestInterfaceAddrs(t *testing.T) {
-	addrs, err := InterfaceAddrs()
-	if err != nil {
-		t.Fatalf("InterfaceAddrs: %v", err)
-	}
-	loopback := false
-	for _, a := range addrs {
-		if !a.IsValid() || a.Is4In6() {
-			t.Errorf("address %v is not valid and unmapped", a)
-		}
-		loopback = loopback || a.IsLoopback()
-	}
-	if !loopback {
-		t.Fatalf("InterfaceAddrs = %v, want a loopback address among them", addrs)
-	}
-}
-
 // TestPlan proves Plan returns the configuration Apply would put in force
 // without applying it: an accepted tier as given, a refused update as the
 // configuration its tier keeps serving, a refused new tier not at all — so
@@ -337,7 +260,7 @@ func TestPlan(t *testing.T) {
 	moved := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", remote, 0}})
 	stranger := newTier("ns/stranger", []string{"stranger"}, "", []memberSpec{{"gpu1", remote, 0}})
 	node := newTier("ns/node", []string{"node"}, "", []memberSpec{{"v4", "http://192.0.2.10:8000", 0}})
-	plan := f.rt.Plan(sourceSnapshot(moved, stranger, node))
+	plan := f.rt.Tiers().Plan(sourceSnapshot(moved, stranger, node))
 	endpoints := map[string]string{}
 	for _, tr := range plan.Tiers {
 		for _, m := range tr.Spec.Members {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/tiers"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/evidence"
@@ -189,12 +191,12 @@ func TestSentIsOneAttempt(t *testing.T) {
 // readable again, reaching no other member and holding no body buffer.
 func TestNotSentHandedOver(t *testing.T) {
 	var (
-		ts       *tierState
+		ts       *tiers.Tier
 		handover *admission.Handover
 	)
 	f := newFixture(t, fixtureOptions{onRelease: func(string, string) {
 		// The first lease's release, between the two admissions.
-		h, _, err := ts.admission.HandOver(make(chan struct{}, 1))
+		h, _, err := ts.Admission().HandOver(make(chan struct{}, 1))
 		if err != nil {
 			t.Error(err)
 			return
@@ -209,7 +211,7 @@ func TestNotSentHandedOver(t *testing.T) {
 	}
 	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
 		[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", gpu1.srv.URL, 2}}))
-	ts, _ = f.rt.table.Load().lookup("ns/llama")
+	ts, _ = f.rt.Tiers().Table().Lookup("ns/llama")
 	body := chat("llama")
 	resp, _ := f.mustPost(pathChatCompletions, body, nil)
 	if handover != nil {

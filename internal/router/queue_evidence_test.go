@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/tiers"
+
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/internal/adminapi"
@@ -26,7 +28,7 @@ import (
 type queuedFixture struct {
 	*fixture
 	clk     *clocktesting.FakeClock
-	tier    *tierState
+	tier    *tiers.Tier
 	gpu0    *fakeMember
 	release chan struct{}
 	queued  chan struct{}  // a send each time a request starts waiting.
@@ -44,7 +46,7 @@ func newQueuedFixture(t *testing.T) *queuedFixture {
 	gpu0 := newUpstream(t, "gpu0", nil)
 	gpu0.handle(holdOrAnswer(release))
 	f.apply(newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}, withQueue(2, time.Minute, 0)))
-	ts, _ := f.rt.table.Load().lookup("ns/q")
+	ts, _ := f.rt.Tiers().Table().Lookup("ns/q")
 	return &queuedFixture{fixture: f, clk: clk, tier: ts, gpu0: gpu0, release: release, queued: queued, done: make(chan reply, 8)}
 }
 
@@ -96,7 +98,7 @@ func (q *queuedFixture) waitQueued(n int) {
 	case <-time.After(failSafe):
 		q.t.Fatal("no request started waiting")
 	}
-	if got := q.tier.admission.QueueStats().Waiting; got != n {
+	if got := q.tier.Admission().QueueStats().Waiting; got != n {
 		q.t.Fatalf("%d requests waiting, want %d", got, n)
 	}
 }
@@ -147,7 +149,7 @@ func TestAdminCapacityQueue(t *testing.T) {
 	if got := q.capacityQueue(); !same(got, want(0, 0)) {
 		t.Fatalf("drained queue = %+v, want %+v", got, want(0, 0))
 	}
-	if err := q.tier.admission.Reconfigure(admission.Config{Members: []admission.MemberConfig{{ID: "gpu0", MaxConcurrency: 1}}}); err != nil {
+	if err := q.tier.Admission().Reconfigure(admission.Config{Members: []admission.MemberConfig{{ID: "gpu0", MaxConcurrency: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	status, body = q.adminGet("/admin/v1/capacity", nil)

@@ -143,8 +143,8 @@ func (s *sent) reply(t *testing.T) sentReply {
 
 // queueStats returns ns/llama's queue state.
 func (qf *queueFixture) queueStats() admission.QueueStats {
-	ts, _ := qf.rt.table.Load().lookup("ns/llama")
-	return ts.admission.QueueStats()
+	ts, _ := qf.rt.Tiers().Table().Lookup("ns/llama")
+	return ts.Admission().QueueStats()
 }
 
 // TestQueueServesBurst: a burst of four times the tier's ceiling waits in
@@ -305,7 +305,7 @@ func TestQueueReadyMemberTakesWaiters(t *testing.T) {
 	held := qf.hold(t, "held", nil)
 	w := qf.wait(t, "w", nil)
 	qf.ready.set("ns/llama", map[string]bool{"gpu0": true, "gpu1": true})
-	qf.rt.Dispatch()
+	qf.rt.Tiers().Dispatch()
 	if name := qf.next(t); name != "w" {
 		t.Fatalf("%s reached a member, want w", name)
 	}
@@ -330,12 +330,12 @@ func TestQueueRefusedWhenTierStops(t *testing.T) {
 		stop       func(*queueFixture) error
 	}{
 		{"quiesced", "tier_quiesced", func(qf *queueFixture) error {
-			ts, _ := qf.rt.table.Load().lookup("ns/llama")
-			return ts.admission.Quiesce(admission.TierScope(), "maintenance")
+			ts, _ := qf.rt.Tiers().Table().Lookup("ns/llama")
+			return ts.Admission().Quiesce(admission.TierScope(), "maintenance")
 		}},
 		{"handed over", "router_handed_over", func(qf *queueFixture) error {
-			ts, _ := qf.rt.table.Load().lookup("ns/llama")
-			_, _, err := ts.admission.HandOver(make(chan struct{}, 1))
+			ts, _ := qf.rt.Tiers().Table().Lookup("ns/llama")
+			_, _, err := ts.Admission().HandOver(make(chan struct{}, 1))
 			return err
 		}},
 	} {

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/admission"
 )
 
 // withQueue sets the tier's spec.queue; perTenant zero leaves the tenant
@@ -20,41 +19,6 @@ func withQueue(maxRequests int32, maxWait time.Duration, perTenant int32) func(*
 		if perTenant != 0 {
 			s.Queue.MaxRequestsPerTenant = &perTenant
 		}
-	}
-}
-
-// TestNewTierConfigQueue proves spec.queue becomes the admission
-// configuration's Queue, field for field, and that a tier without one gets
-// no queue.
-func TestNewTierConfigQueue(t *testing.T) {
-	members := []memberSpec{{"gpu0", "http://127.0.0.1:8001", 2}, {"gpu1", "http://127.0.0.1:8002", 2}}
-	for _, tc := range []struct {
-		desc   string
-		mutate []func(*v1alpha1.ReplicaTierSpec)
-		want   *admission.Queue
-	}{
-		{desc: "no queue"},
-		{desc: "every field", mutate: []func(*v1alpha1.ReplicaTierSpec){withQueue(64, 90*time.Second, 16)},
-			want: &admission.Queue{MaxRequests: 64, MaxWait: 90 * time.Second, MaxRequestsPerTenant: 16}},
-		{desc: "no tenant share", mutate: []func(*v1alpha1.ReplicaTierSpec){withQueue(10000, 10*time.Millisecond, 0)},
-			want: &admission.Queue{MaxRequests: 10000, MaxWait: 10 * time.Millisecond}},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			tier := newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, members, tc.mutate...)
-			_, acfg, _, err := newTierConfig(tier, &hostAddrSet{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch {
-			case tc.want == nil && acfg.Queue != nil:
-				t.Fatalf("Queue = %+v, want none", *acfg.Queue)
-			case tc.want != nil && (acfg.Queue == nil || *acfg.Queue != *tc.want):
-				t.Fatalf("Queue = %+v, want %+v", acfg.Queue, *tc.want)
-			}
-			if _, err := admission.New(acfg); err != nil {
-				t.Fatalf("admission refuses the converted configuration: %v", err)
-			}
-		})
 	}
 }
 
@@ -69,7 +33,7 @@ func TestQueueChangeReconfigures(t *testing.T) {
 	up.handle(heldStreams(finish))
 	base := manifest("", []manifestMember{{"gpu0", up.srv.URL, 4}})
 	h := newFilesHarness(t, f, base)
-	first, served := f.rt.table.Load().lookup("ns/llama")
+	first, served := f.rt.Tiers().Table().Lookup("ns/llama")
 	if !served {
 		t.Fatal("the tier is not served")
 	}
@@ -90,19 +54,19 @@ func TestQueueChangeReconfigures(t *testing.T) {
 		if len(snap.Errors) != 0 {
 			t.Fatalf("%s: source errors %+v", step.desc, snap.Errors)
 		}
-		ts, served := f.rt.table.Load().lookup("ns/llama")
+		ts, served := f.rt.Tiers().Table().Lookup("ns/llama")
 		switch {
 		case !served:
 			t.Fatalf("%s: the tier is not served", step.desc)
-		case ts != first || ts.admission != first.admission:
+		case ts != first || ts.Admission() != first.Admission():
 			t.Fatalf("%s: the queue change replaced the tier's admission owner", step.desc)
-		case ts.admission.Snapshot().Active != 1:
-			t.Fatalf("%s: active = %d, want the stream's lease", step.desc, ts.admission.Snapshot().Active)
+		case ts.Admission().Snapshot().Active != 1:
+			t.Fatalf("%s: active = %d, want the stream's lease", step.desc, ts.Admission().Snapshot().Active)
 		}
-		if got := ts.cfg.Load().tier.Spec.Queue; !reflect.DeepEqual(got, step.want) {
+		if got := ts.Config().Source().Spec.Queue; !reflect.DeepEqual(got, step.want) {
 			t.Fatalf("%s: applied queue = %+v, want %+v", step.desc, got, step.want)
 		}
-		for _, at := range f.rt.Applied() {
+		for _, at := range f.rt.Tiers().Applied() {
 			if at.ApplyError != "" {
 				t.Fatalf("%s: apply error %q", step.desc, at.ApplyError)
 			}
@@ -123,7 +87,7 @@ func TestQueueReachesAdmission(t *testing.T) {
 	members := []memberSpec{{"gpu0", up.srv.URL, 2}}
 	good := newTier("ns/llama", []string{"llama"}, "", members, withQueue(8, time.Second, 0))
 	f.apply(good)
-	first, _ := f.rt.table.Load().lookup("ns/llama")
+	first, _ := f.rt.Tiers().Table().Lookup("ns/llama")
 
 	for _, tc := range []struct {
 		desc  string
@@ -138,7 +102,7 @@ func TestQueueReachesAdmission(t *testing.T) {
 			fresh := newTier("ns/new", []string{"new"}, "", members, tc.queue)
 			f.apply(bad, fresh)
 			applied := map[string]string{}
-			for _, at := range f.rt.Applied() {
+			for _, at := range f.rt.Tiers().Applied() {
 				applied[at.Key] = at.ApplyError
 			}
 			for _, key := range []string{"ns/llama", "ns/new"} {
@@ -146,11 +110,11 @@ func TestQueueReachesAdmission(t *testing.T) {
 					t.Errorf("tier %s: apply error %q, want one naming the queue", key, applied[key])
 				}
 			}
-			if _, served := f.rt.table.Load().lookup("ns/new"); served {
+			if _, served := f.rt.Tiers().Table().Lookup("ns/new"); served {
 				t.Error("a new tier with an invalid queue is served")
 			}
-			ts, served := f.rt.table.Load().lookup("ns/llama")
-			if !served || ts != first || !reflect.DeepEqual(ts.cfg.Load().tier.Spec.Queue, good.Spec.Queue) {
+			ts, served := f.rt.Tiers().Table().Lookup("ns/llama")
+			if !served || ts != first || !reflect.DeepEqual(ts.Config().Source().Spec.Queue, good.Spec.Queue) {
 				t.Error("the served tier did not keep its previous configuration")
 			}
 			if got := quick(t, f); got != "gpu0" {

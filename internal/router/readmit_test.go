@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/tiers"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/source"
@@ -52,10 +54,10 @@ func (p *recheckProbes) Ready(tier string) (map[string]bool, error) {
 }
 
 func (p *recheckProbes) Recheck(tier, member string) {
-	ts, _ := p.rt.table.Load().lookup(tier)
+	ts, _ := p.rt.Tiers().Table().Lookup(tier)
 	var snap admission.Snapshot
 	if ts != nil {
-		snap = ts.admission.Snapshot()
+		snap = ts.Admission().Snapshot()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -75,7 +77,7 @@ func (p *recheckProbes) register(s source.Snapshot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	next := map[string]map[string]bool{}
-	for _, t := range ReadinessTiers(s) {
+	for _, t := range tiers.ReadinessTiers(s) {
 		m := map[string]bool{}
 		for _, mb := range t.Members {
 			ready, known := p.ready[t.Key][mb.ID]
@@ -140,7 +142,7 @@ func (h *readmitHarness) tier(key, alias string, q *v1alpha1.QuiesceSpec, ids ..
 func (h *readmitHarness) apply(tiers ...source.Tier) {
 	s := source.Snapshot{Tiers: tiers}
 	h.probes.register(s)
-	h.rt.Apply(s)
+	h.rt.Tiers().Apply(s)
 }
 
 // send makes one request for alias and returns the status, the member that
@@ -304,8 +306,7 @@ func TestReadmissionScopes(t *testing.T) {
 // TestReadmissionWithoutRechecker proves a Router without a Rechecker
 // applies readmissions as before.
 func TestReadmissionWithoutRechecker(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
-	f.rt.recheck = nil // the fixture's router has one.
+	f := newFixture(t, fixtureOptions{noRechecker: true})
 	up := newUpstream(t, "a", nil)
 	other := newUpstream(t, "b", nil)
 	members := []memberSpec{{"a", up.srv.URL, 0}, {"b", other.srv.URL, 0}}

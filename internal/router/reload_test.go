@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/tiers"
+
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -42,8 +44,8 @@ func newFilesHarness(t *testing.T, f *fixture, manifest string) *filesHarness {
 	done := make(chan error, 1)
 	go func() {
 		done <- src.Run(ctx, func(s source.Snapshot) {
-			f.ready.reconfigure(ReadinessTiers(s))
-			f.rt.Apply(s)
+			f.ready.reconfigure(tiers.ReadinessTiers(s))
+			f.rt.Tiers().Apply(s)
 			h.applied <- s
 		})
 	}()

@@ -7,20 +7,19 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
 
-	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
-	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/reqbody"
 	"github.com/sluice-dev/sluice/internal/sse"
+	"github.com/sluice-dev/sluice/internal/tiers"
 	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
@@ -50,7 +49,7 @@ const DefaultMemberIdleTimeout = upstream.DefaultIdleTimeout
 // ready, pressure unknown, no authentication and the default body limit.
 type Options struct {
 	// Readiness is read for every request. Nil means every member is ready.
-	Readiness ReadinessView
+	Readiness tiers.ReadinessView
 	// HandedOver serves a request whose tier's admission was handed over to
 	// a successor router (admission.ErrHandedOver) after the request
 	// arrived; its body, already read, is readable again. cmd/router
@@ -60,10 +59,10 @@ type Options struct {
 	// Rechecker is told which members must prove their readiness again
 	// (docs/ROUTER.md). Nil means no member is ever rechecked: the
 	// readiness probes' own period applies.
-	Rechecker Rechecker
+	Rechecker tiers.Rechecker
 	// Pressure is read for every request to a Capacity tier, and by the
 	// admin capacity view. Nil means every member's pressure is unknown.
-	Pressure PressureView
+	Pressure tiers.PressureView
 	// Keys are the API keys of the inference routes. Nil means open.
 	Keys *apikeys.Keys
 	// TenantHeader, when set, is a request header whose one valid value
@@ -137,25 +136,23 @@ type Options struct {
 	// as ParsePassEngineHeaders returns them (--pass-engine-headers). Nil
 	// strips them all; a name the router does not strip has no effect.
 	PassEngineHeaders []string
-	// HostAddrs returns this host's addresses. Apply reads it when a tier
-	// with memberLocality SameHost names a member whose endpoint host is not
-	// loopback, at most once per snapshot; such a member must have one of
-	// these addresses. Nil means InterfaceAddrs.
-	HostAddrs HostAddrs
+	// HostAddrs returns this host's addresses (tiers.Options.HostAddrs).
+	// Nil means tiers.InterfaceAddrs.
+	HostAddrs tiers.HostAddrs
 }
 
 // Router is the front door of one node: it serves the inference routes and
-// GET /v1/models as an http.Handler, and applies source snapshots with
-// Apply. Create it with New. All methods are safe for concurrent use.
+// GET /v1/models as an http.Handler over the tiers in force (Tiers, which
+// applies source snapshots). Create it with New. All methods are safe for
+// concurrent use.
 type Router struct {
-	readiness  ReadinessView
-	recheck    Rechecker
+	tiers      *tiers.Set
+	recheck    tiers.Rechecker
 	handedOver func(http.ResponseWriter, *http.Request)
-	pressure   PressureView
 	keys       *apikeys.Keys
 	authed     func(*http.Request) // Options.Authenticated; nil calls nothing.
 	maxBody    int64
-	bodies     *bodyBudget
+	bodies     *reqbody.Budget
 	log        *slog.Logger
 	accessLog  slog.Level // the level of a request line whose exchange did not fail.
 	recorder   Recorder
@@ -170,48 +167,29 @@ type Router struct {
 	// tenantHeader is Options.TenantHeader in canonical form; "" is off.
 	tenantHeader string
 
-	table   atomic.Pointer[table] // read lock-free by every request.
-	applyMu sync.Mutex            // serializes Apply.
-
-	hostAddrs HostAddrs
-	// loggedFailures are the apply failures of the last Apply, so that a
-	// refused generation is logged once; guarded by applyMu.
-	loggedFailures map[string]applyFailure
-	// addrsFailed says the last Apply could not read hostAddrs; guarded by
-	// applyMu.
-	addrsFailed bool
-
-	onRelease        func(tier, member string) // Options.OnRelease; nil calls nothing.
-	admissionOptions []admission.Option        // Options.AdmissionOptions.
+	onRelease func(tier, member string) // Options.OnRelease; nil calls nothing.
 }
 
 // New returns a Router with no tiers; it answers every model with 404 until
-// the first Apply.
+// the first snapshot is applied to its Tiers.
 func New(opts Options) *Router {
 	rt := &Router{
-		readiness:        opts.Readiness,
-		recheck:          opts.Rechecker,
-		handedOver:       opts.HandedOver,
-		pressure:         opts.Pressure,
-		keys:             opts.Keys,
-		authed:           opts.Authenticated,
-		maxBody:          opts.MaxBodyBytes,
-		log:              opts.Logger,
-		accessLog:        slog.LevelDebug,
-		recorder:         opts.Recorder,
-		intervals:        opts.Intervals,
-		clock:            opts.Clock,
-		ids:              newIDGenerator(),
-		hostAddrs:        opts.HostAddrs,
-		onRelease:        opts.OnRelease,
-		admissionOptions: opts.AdmissionOptions,
-		tracer:           newTracer(opts.TracerProvider),
+		recheck:    opts.Rechecker,
+		handedOver: opts.HandedOver,
+		keys:       opts.Keys,
+		authed:     opts.Authenticated,
+		maxBody:    opts.MaxBodyBytes,
+		log:        opts.Logger,
+		accessLog:  slog.LevelDebug,
+		recorder:   opts.Recorder,
+		intervals:  opts.Intervals,
+		clock:      opts.Clock,
+		ids:        newIDGenerator(),
+		onRelease:  opts.OnRelease,
+		tracer:     newTracer(opts.TracerProvider),
 
 		stripHeaders: engineHeadersToStrip(opts.PassEngineHeaders),
 		tenantHeader: http.CanonicalHeaderKey(opts.TenantHeader),
-	}
-	if rt.hostAddrs == nil {
-		rt.hostAddrs = InterfaceAddrs
 	}
 	if rt.maxBody <= 0 {
 		rt.maxBody = DefaultMaxBodyBytes
@@ -220,7 +198,7 @@ func New(opts Options) *Router {
 	if budget <= 0 {
 		budget = DefaultMaxBufferedBodyBytes
 	}
-	rt.bodies = newBodyBudget(max(budget, 2*(rt.maxBody+1)))
+	rt.bodies = reqbody.NewBudget(max(budget, 2*(rt.maxBody+1)))
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
 	}
@@ -233,20 +211,25 @@ func New(opts Options) *Router {
 	ticker, _ := rt.clock.(clock.WithTicker)
 	rt.members = upstream.New(append([]upstream.Option{upstream.WithTLSConfig(opts.TLSConfig),
 		upstream.WithIdleTimeout(opts.MemberIdleTimeout), upstream.WithClock(ticker)}, opts.Upstream...)...)
-	rt.table.Store(&table{aliases: map[string]aliasEntry{}, models: modelsBody(nil)})
+	rt.tiers = tiers.New(tiers.Options{Readiness: opts.Readiness, Rechecker: opts.Rechecker, Pressure: opts.Pressure,
+		HostAddrs: opts.HostAddrs, Clock: rt.clock, AdmissionOptions: opts.AdmissionOptions, Logger: rt.log,
+		// A reconfiguration closes the idle connections of members no
+		// longer served.
+		Retain: rt.members.CloseIdleExcept})
 	return rt
 }
+
+// Tiers returns the tiers the router serves: apply source snapshots to it
+// (tiers.Set.Plan, tiers.Set.Apply); the admin API and the hand-over read
+// it.
+func (rt *Router) Tiers() *tiers.Set { return rt.tiers }
 
 // BufferedBodyBytes returns the capacity of the request body buffers held
 // now, all requests together, and the budget for them
 // (Options.MaxBufferedBodyBytes).
 func (rt *Router) BufferedBodyBytes() (held, limit int64) {
-	return rt.bodies.inUse(), rt.bodies.limit
+	return rt.bodies.InUse(), rt.bodies.Limit()
 }
-
-// Loaded reports whether a source snapshot was applied; the admin /readyz
-// follows it.
-func (rt *Router) Loaded() bool { return rt.table.Load().loaded }
 
 // Close closes the idle upstream connections and stops the timer that
 // closes them after MemberIdleTimeout. In-flight requests are not touched;
@@ -310,7 +293,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 		rt.authed(r)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(rt.table.Load().models)
+	_, _ = w.Write(rt.tiers.Table().Models())
 }
 
 // admit runs the gates and admission of one inference request and returns
@@ -343,13 +326,13 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 		rt.authed(r)
 	}
 	who := rt.tenantOf(r, fromKey)
-	buf, err := readBody(r, rt.maxBody, rt.bodies)
+	buf, err := reqbody.Read(r, rt.maxBody, rt.bodies)
 	if err != nil {
 		e := errBadRequest
 		switch {
-		case errors.Is(err, errBodyTooLarge):
+		case errors.Is(err, reqbody.ErrTooLarge):
 			e = errTooLarge // it closes the connection: the rest of the body is not read.
-		case errors.Is(err, errBodyBudget):
+		case errors.Is(err, reqbody.ErrBudget):
 			e = errBodyBufferExhausted
 			w.Header().Set("Connection", "close")
 		}
@@ -358,29 +341,28 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	}
 	held := heldBodies{buf}
 	defer held.release()
-	body := buf.b
-	model, ok := modelField(body)
+	body := buf.Bytes()
+	model, ok := reqbody.FindModel(body)
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errBadRequest)
 		return nil
 	}
-	entry, ok := rt.table.Load().aliases[string(model.name)]
+	alias, ts, ok := rt.tiers.Table().Alias(model.Name())
 	if !ok {
 		rt.refuse(w, &o, ResultRefused, errModelNotFound)
 		return nil
 	}
-	ts := entry.tier
 	// The buffer of the body's copy that names the tier's servedModel is
 	// charged to the body budget here, still a gate: a refusal reserves
 	// nothing. The copy is made only once the request is admitted.
-	if n := rewriteSize(ts.cfg.Load().upstreamModel, body, model); n > 0 {
-		if held[1], err = newBodyBuf(rt.bodies, n, false); err != nil {
+	if n := reqbody.RewriteSize(ts.Config().UpstreamModel(), body, model); n > 0 {
+		if held[1], err = reqbody.NewBuffer(rt.bodies, n, false); err != nil {
 			rt.refuse(w, &o, ResultRefused, errBodyBufferExhausted)
 			return nil
 		}
 	}
-	o.Alias, o.Tier = entry.alias, ts.key
-	w.Header()[headerTier] = ts.tierName
+	o.Alias, o.Tier = alias, ts.Key()
+	w.Header()[headerTier] = ts.Header()
 
 	// 2 and 3. Completed snapshots, then one admission decision; with a
 	// queue, the request may wait for it.
@@ -392,19 +374,10 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	// 4 and 5. Exactly one upstream attempt; the lease is released when it
 	// ends, however it ends.
 	route := rt.leased(ts, cfg, lease, &o)
-	if n := rewriteSize(cfg.upstreamModel, body, model); n > 0 {
-		// The member serves the tier's servedModel, not the alias. A tier
-		// reconfigured since the gate may need more room than was reserved
-		// there; it is charged whatever the budget holds, since the request
-		// is admitted.
-		if held[1] == nil {
-			held[1], _ = newBodyBuf(rt.bodies, n, true)
-		} else {
-			_ = held[1].grow(n, n, true)
-		}
-		held[1].b = rewriteModel(held[1].b[:0], body, model, cfg.upstreamModel)
-		body = held[1].b
-	}
+	// The member serves the tier's servedModel, not the alias. A tier
+	// reconfigured since the gate may need more room than was reserved
+	// there.
+	body = held.rewrite(rt.bodies, model, cfg.UpstreamModel())
 	ex := rt.newExchange(ts, cfg, who, route, lease, &o, held, body, idHeader, r)
 	held = heldBodies{} // the exchange releases them now.
 	return rt.begin(w, ex)
@@ -412,11 +385,11 @@ func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 
 // newExchange returns the exchange of a request admitted to route's member
 // under cfg, which takes over the body buffers held.
-func (rt *Router) newExchange(ts *tierState, cfg *tierConfig, who admission.Tenant, route *memberRoute, lease *admission.Lease,
+func (rt *Router) newExchange(ts *tiers.Tier, cfg *tiers.Config, who admission.Tenant, route *tiers.Member, lease *admission.Lease,
 	o *Outcome, held heldBodies, body []byte, idHeader []string, r *http.Request,
 ) *exchange {
 	return &exchange{rt: rt, tier: ts, who: who, route: route, lease: lease, outcome: *o, body: body, held: held,
-		idHeader: idHeader, headerTimeout: cfg.headerTimeout, idleTimeout: cfg.idleTimeout, in: r.Context(),
+		idHeader: idHeader, headerTimeout: cfg.HeaderTimeout(), idleTimeout: cfg.IdleTimeout(), in: r.Context(),
 		fields: contentFields(r.URL.Path)}
 }
 
@@ -424,10 +397,10 @@ func (rt *Router) newExchange(ts *tierState, cfg *tierConfig, who admission.Tena
 // member: in cfg, the configuration the decision was made on, or in the
 // tier's newer one when a reconfiguration landed between the configuration
 // read and the decision.
-func (rt *Router) leased(ts *tierState, cfg *tierConfig, lease *admission.Lease, o *Outcome) *memberRoute {
-	route := cfg.member(lease.Member())
+func (rt *Router) leased(ts *tiers.Tier, cfg *tiers.Config, lease *admission.Lease, o *Outcome) *tiers.Member {
+	route := cfg.Member(lease.Member())
 	if route == nil {
-		route = ts.cfg.Load().member(lease.Member())
+		route = ts.Config().Member(lease.Member())
 	}
 	o.Result, o.Member = ResultAdmitted, lease.Member()
 	o.Dispatch = rt.clock.Since(o.Start)
@@ -442,7 +415,7 @@ func (rt *Router) leased(ts *tierState, cfg *tierConfig, lease *admission.Lease,
 // returns nil when it answered the request itself.
 func (rt *Router) begin(w http.ResponseWriter, ex *exchange) *exchange {
 	if rt.intervals != nil && ex.fields != 0 {
-		ex.intervals = rt.intervals.Intervals(ex.tier.key, ex.outcome.Member)
+		ex.intervals = rt.intervals.Intervals(ex.tier.Key(), ex.outcome.Member)
 	}
 	if ex.route == nil {
 		ex.held.release()
@@ -455,7 +428,7 @@ func (rt *Router) begin(w http.ResponseWriter, ex *exchange) *exchange {
 		rt.finish(&ex.outcome)
 		return nil
 	}
-	w.Header()[headerMember] = ex.route.memberName
+	w.Header()[headerMember] = ex.route.Header()
 	return ex
 }
 
@@ -466,18 +439,18 @@ func (rt *Router) begin(w http.ResponseWriter, ex *exchange) *exchange {
 // without is not ready in the inputs: a request it never saw does not go
 // back to it (readmit). It records the time spent deciding and waiting on
 // o, and returns the configuration the inputs were built from.
-func (rt *Router) acquire(ctx context.Context, ts *tierState, who admission.Tenant, without string, o *Outcome) (*admission.Lease, *tierConfig, error) {
+func (rt *Router) acquire(ctx context.Context, ts *tiers.Tier, who admission.Tenant, without string, o *Outcome) (*admission.Lease, *tiers.Config, error) {
 	scheduled := rt.clock.Now()
 	var err error
 	var waited admission.Waited
 	for range maxAcquireAttempts {
-		cfg := ts.cfg.Load()
-		in := rt.inputs(ts.key, ts.admission, cfg)
+		cfg := ts.Config()
+		in := rt.tiers.Inputs(ts, cfg)
 		if without != "" {
 			in.Ready = withoutMember(in.Ready, without)
 		}
 		var lease *admission.Lease
-		lease, waited, err = ts.admission.Wait(ctx, in, who)
+		lease, waited, err = ts.Admission().Wait(ctx, in, who)
 		if !errors.Is(err, admission.ErrInvalidInput) {
 			o.recordAdmission(rt.clock.Since(scheduled), waited, err)
 			return lease, cfg, err
@@ -506,83 +479,6 @@ func (rt *Router) notAdmitted(w http.ResponseWriter, r *http.Request, body []byt
 	default:
 		rt.refuse(w, o, ResultNotAdmitted, refusalError(err))
 	}
-}
-
-// inputs returns the admission inputs of the tier key from completed
-// snapshots of cfg's members. The epoch is read before readiness: a
-// readmission landing after this read refuses the decision, and the next
-// attempt reads the readmitted member's recheck
-// (docs/ROUTER.md#5-configuration-changes).
-func (rt *Router) inputs(key string, adm *admission.Tier, cfg *tierConfig) admission.Inputs {
-	in := admission.Inputs{ReadmitEpoch: adm.ReadmitEpoch()}
-	in.Ready = rt.ready(key, cfg)
-	if cfg.strategy == bounds.StrategyCapacity {
-		in.Pressure = rt.pressures(key, cfg)
-	}
-	return in
-}
-
-// Dispatch admits the requests waiting in every tier's queue that a member
-// can admit now. cmd/router calls it after each readiness probe, so that a
-// member turning ready takes waiting requests at once; releases,
-// readmissions and reconfigurations dispatch by themselves.
-func (rt *Router) Dispatch() {
-	for _, ts := range rt.table.Load().served {
-		ts.admission.Dispatch()
-	}
-}
-
-// ready returns the readiness of exactly the members of cfg: a member the
-// readiness cache does not know (yet) is not ready, a member it still knows
-// but cfg dropped is left out.
-func (rt *Router) ready(key string, cfg *tierConfig) map[string]bool {
-	if rt.readiness == nil {
-		return cfg.allReady // read-only; Acquire copies what it reads.
-	}
-	m, err := rt.readiness.Ready(key)
-	if err == nil && sameKeys(m, cfg.ids) {
-		return m
-	}
-	out := make(map[string]bool, len(cfg.ids))
-	for _, id := range cfg.ids {
-		out[id] = m[id]
-	}
-	return out
-}
-
-// pressures returns the pressure of the members of cfg; members the cache
-// does not know are left out, which admission reads as unknown.
-func (rt *Router) pressures(key string, cfg *tierConfig) map[string]scheduler.Pressure {
-	if rt.pressure == nil {
-		return nil
-	}
-	m, err := rt.pressure.Snapshot(key)
-	if err != nil {
-		return nil
-	}
-	if sameKeys(m, cfg.ids) {
-		return m
-	}
-	out := make(map[string]scheduler.Pressure, len(cfg.ids))
-	for _, id := range cfg.ids {
-		if p, ok := m[id]; ok {
-			out[id] = p
-		}
-	}
-	return out
-}
-
-// sameKeys reports whether m has exactly the keys ids.
-func sameKeys[V any](m map[string]V, ids []string) bool {
-	if len(m) != len(ids) {
-		return false
-	}
-	for _, id := range ids {
-		if _, ok := m[id]; !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // refusalError maps an admission refusal to the router's errors: 429 for a
@@ -632,4 +528,50 @@ func (rt *Router) finish(o *Outcome) {
 	if rt.recorder != nil {
 		rt.recorder.Record(*o)
 	}
+}
+
+// readmit admits once more a request whose first member never saw it
+// (exchange.notSent: the connection was refused, or a fresh one reset
+// before the first request byte was written). The first exchange's lease
+// is released and its member ejected already. The request goes through
+// admission again with that member left out (reacquire) and gets a new
+// exchange, which is never admitted a third time. Like the first admission
+// it may wait in the tier's queue; when admission refuses, the client gets
+// that refusal (503 or 429 with Retry-After), as any request admission
+// refuses. The request's body buffers move from ex to the new
+// exchange, or are released here. It returns nil when it answered the
+// request itself (docs/ROUTER.md#a-request-the-engine-cannot-have-seen).
+func (rt *Router) readmit(w http.ResponseWriter, r *http.Request, ex *exchange) *exchange {
+	o := ex.outcome
+	// The first attempt's fields; the member stays in NotSentMember.
+	o.Result, o.Member, o.Dispatch, o.Selection = "", "", 0, nil
+	held := ex.held
+	ex.held = heldBodies{}
+	defer held.release()
+	ts := ex.tier
+	delete(w.Header(), headerMember)
+
+	lease, cfg, err := rt.acquire(ex.in, ts, ex.who, o.NotSentMember, &o)
+	if err != nil {
+		rt.notAdmitted(w, r, held[0].Bytes(), &o, err)
+		return nil
+	}
+	route := rt.leased(ts, cfg, lease, &o)
+	model, _ := reqbody.FindModel(held[0].Bytes()) // the body passed this check in admit.
+	body := held.rewrite(rt.bodies, model, cfg.UpstreamModel())
+	next := rt.newExchange(ts, cfg, ex.who, route, lease, &o, held, body, ex.idHeader, r)
+	next.readmitted = true
+	held = heldBodies{} // the new exchange releases them now.
+	return rt.begin(w, next)
+}
+
+// withoutMember returns a copy of ready with member not ready, or ready
+// itself when it does not name member (a reconfiguration dropped it).
+func withoutMember(ready map[string]bool, member string) map[string]bool {
+	if !ready[member] {
+		return ready
+	}
+	out := maps.Clone(ready)
+	out[member] = false
+	return out
 }

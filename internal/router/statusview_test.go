@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/adminserver"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/status"
 )
@@ -18,7 +20,7 @@ func TestStatusViewReportsQueue(t *testing.T) {
 	tier := newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", q.gpu0.srv.URL, 1}}, withQueue(2, time.Minute, 0))
 	tier.Generation = 3
 	q.apply(tier)
-	view := status.NewRouterView(NewAdmin(q.rt, AdminOptions{}))
+	view := status.NewRouterView(adminserver.New(q.rt.Tiers(), adminserver.Options{}))
 	report := func() *v1alpha1.QueueStatus {
 		t.Helper()
 		got := view.Reports()

@@ -337,8 +337,8 @@ func TestTraceHandedOver(t *testing.T) {
 	up := newUpstream(t, "gpu0", nil)
 	f.rt.handedOver = func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }
 	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}}))
-	ts, _ := f.rt.table.Load().lookup("ns/llama")
-	h, _, err := ts.admission.HandOver(make(chan struct{}, 1))
+	ts, _ := f.rt.Tiers().Table().Lookup("ns/llama")
+	h, _, err := ts.Admission().HandOver(make(chan struct{}, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -324,7 +324,7 @@ func TestIdleReaper(t *testing.T) {
 	})
 	fc := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	rt := New(Options{Clock: fc, MemberIdleTimeout: idle})
-	rt.Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}})))
+	rt.Tiers().Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}})))
 	front := httptest.NewServer(rt)
 	t.Cleanup(front.Close)
 	post := func() {

@@ -110,7 +110,7 @@ func TestUpstreamModelLargeBody(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
 	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}}))
-	prompt := strings.Repeat("tokens ", (2*maxPooledBody)/7)
+	prompt := strings.Repeat("tokens ", (2<<20)/7) // twice the largest pooled buffer (1 MiB).
 	body := `{"prompt":"` + prompt + `","model":"llama"}`
 	if resp, reply := f.mustPost(pathCompletions, body, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, reply)

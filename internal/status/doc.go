@@ -7,7 +7,7 @@
 // conditions, admission) are never touched.
 //
 // A RouterView derives one Report per tier from what the router actually
-// has in force (router.Router.Applied: the generation and members of the
+// has in force (tiers.Set.Applied: the generation and members of the
 // configuration in force, and why a newer one failed to apply) and the
 // router's capacity view (admission phases and readiness), so a report
 // never claims a generation the router does not serve. The Reporter compares the view with what it last wrote on a

@@ -56,7 +56,7 @@ type View interface {
 	Reports() []Report
 }
 
-// RouterState is what a RouterView reads from the router; *router.Admin
+// RouterState is what a RouterView reads from the router; *adminserver.Admin
 // implements it. Neither method may wait.
 type RouterState interface {
 	// Capacity returns the admission state, readiness and phase of every
@@ -70,7 +70,7 @@ type RouterState interface {
 
 // RouterView is the View of one router. It reports every tier the router
 // applies or failed to apply that carries a generation (the kube source's):
-// the generation actually in force (router.Router.Applied, never the
+// the generation actually in force (tiers.Set.Applied, never the
 // snapshot's, so a generation that failed to apply is never claimed), the
 // generation that failed and why, each member of the configuration in
 // force with its readiness and admission phase from the capacity view, and
@@ -84,7 +84,7 @@ type RouterView struct {
 }
 
 // NewRouterView returns a RouterView reading r, normally the router's
-// *router.Admin.
+// *adminserver.Admin.
 func NewRouterView(r RouterState) *RouterView {
 	return &RouterView{router: r}
 }

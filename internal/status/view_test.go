@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/api/v1alpha1/validationtable"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/adminserver"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 )
@@ -28,14 +29,14 @@ func snapshot(gen int64, quiesce *v1alpha1.QuiesceSpec) source.Snapshot {
 
 func TestRouterViewFromARouter(t *testing.T) {
 	rt := router.New(router.Options{})
-	admin := router.NewAdmin(rt, router.AdminOptions{})
+	admin := adminserver.New(rt.Tiers(), adminserver.Options{})
 	v := NewRouterView(admin)
 	if got := v.Reports(); len(got) != 0 {
 		t.Fatalf("reports before Apply: %+v", got)
 	}
 
 	s := snapshot(4, &v1alpha1.QuiesceSpec{Members: map[string]v1alpha1.QuiesceReason{"gpu1": "maintenance"}})
-	rt.Apply(s)
+	rt.Tiers().Apply(s)
 	want := []Report{{Namespace: "default", Name: "llama", AppliedGeneration: 4, Members: []v1alpha1.MemberStatus{
 		{ID: "gpu0", Ready: true, Phase: v1alpha1.MemberAdmitting},
 		{ID: "gpu1", Ready: true, Phase: v1alpha1.MemberDrained},
@@ -46,7 +47,7 @@ func TestRouterViewFromARouter(t *testing.T) {
 
 	// Tier quiesce makes every member Drained (no request in flight).
 	s = snapshot(5, &v1alpha1.QuiesceSpec{Tier: "maintenance"})
-	rt.Apply(s)
+	rt.Tiers().Apply(s)
 	got := v.Reports()
 	if len(got) != 1 || got[0].AppliedGeneration != 5 || got[0].Members[0].Phase != v1alpha1.MemberDrained ||
 		got[0].Members[1].Phase != v1alpha1.MemberDrained {
@@ -55,7 +56,7 @@ func TestRouterViewFromARouter(t *testing.T) {
 
 	// Files-mode tiers (generation zero) are not reported.
 	s = snapshot(0, nil)
-	rt.Apply(s)
+	rt.Tiers().Apply(s)
 	if got := v.Reports(); len(got) != 0 {
 		t.Fatalf("files-mode reports = %+v", got)
 	}
@@ -79,13 +80,13 @@ func unusable(s source.Snapshot) source.Snapshot {
 // the error.
 func TestRouterViewNeverClaimsAFailedGeneration(t *testing.T) {
 	rt := router.New(router.Options{})
-	admin := router.NewAdmin(rt, router.AdminOptions{})
+	admin := adminserver.New(rt.Tiers(), adminserver.Options{})
 	v := NewRouterView(admin)
-	rt.Apply(snapshot(4, nil))
+	rt.Tiers().Apply(snapshot(4, nil))
 
 	bad := unusable(snapshot(5, nil))
 	bad.Tiers[0].Spec.Members = bad.Tiers[0].Spec.Members[:1] // also a membership change that must not show.
-	rt.Apply(bad)
+	rt.Tiers().Apply(bad)
 	got := v.Reports()
 	if len(got) != 1 {
 		t.Fatalf("reports = %+v", got)
@@ -103,7 +104,7 @@ func TestRouterViewNeverClaimsAFailedGeneration(t *testing.T) {
 	fresh := unusable(snapshot(1, nil))
 	fresh.Tiers[0].Key, fresh.Tiers[0].Name = "default/fresh", "fresh"
 	fresh.Tiers[0].Spec.Aliases = []string{"fresh"}
-	rt.Apply(source.Snapshot{Tiers: []source.Tier{bad.Tiers[0], fresh.Tiers[0]}})
+	rt.Tiers().Apply(source.Snapshot{Tiers: []source.Tier{bad.Tiers[0], fresh.Tiers[0]}})
 	got = v.Reports()
 	if len(got) != 2 || got[0].Name != "fresh" || got[1].Name != "llama" {
 		t.Fatalf("reports = %+v, want fresh and llama", got)
@@ -116,7 +117,7 @@ func TestRouterViewNeverClaimsAFailedGeneration(t *testing.T) {
 	}
 
 	// The next good generation is applied and the error is gone.
-	rt.Apply(snapshot(6, nil))
+	rt.Tiers().Apply(snapshot(6, nil))
 	want := []Report{{Namespace: "default", Name: "llama", AppliedGeneration: 6, Members: []v1alpha1.MemberStatus{
 		{ID: "gpu0", Ready: true, Phase: v1alpha1.MemberAdmitting},
 		{ID: "gpu1", Ready: true, Phase: v1alpha1.MemberAdmitting},
@@ -127,9 +128,9 @@ func TestRouterViewNeverClaimsAFailedGeneration(t *testing.T) {
 
 	// Files mode: an apply error without a generation is not reported.
 	files := router.New(router.Options{})
-	v = NewRouterView(router.NewAdmin(files, router.AdminOptions{}))
-	files.Apply(snapshot(0, nil))
-	files.Apply(unusable(snapshot(0, nil)))
+	v = NewRouterView(adminserver.New(files.Tiers(), adminserver.Options{}))
+	files.Tiers().Apply(snapshot(0, nil))
+	files.Tiers().Apply(unusable(snapshot(0, nil)))
 	if got := v.Reports(); len(got) != 0 {
 		t.Fatalf("files-mode reports = %+v", got)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // CapacitySource is what the capacity collector reads once per scrape:
-// router.Admin implements it with the view GET /admin/v1/capacity serves,
+// adminserver.Admin implements it with the view GET /admin/v1/capacity serves,
 // which takes one admission Snapshot and, for Capacity tiers, one pressure
 // Peek per tier.
 type CapacitySource interface {
@@ -22,7 +22,7 @@ type CapacitySource interface {
 }
 
 // TargetSource maps a Capacity tier's members to their pressure targets;
-// router.Router implements it. It is read only to label metrics-fetch ages
+// tiers.Set implements it. It is read only to label metrics-fetch ages
 // with member ids.
 type TargetSource interface {
 	// MetricsTargets returns the targets of the tier's members that

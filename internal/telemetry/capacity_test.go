@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/adminserver"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
@@ -26,7 +27,7 @@ var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 // goldenRouter is a router with a Capacity tier whose four members are in
 // the four freshness classes (gpu3 not ready, without metrics), and a
 // RoundRobin tier without a tier ceiling and with one unbounded member.
-func goldenRouter(t *testing.T) (*router.Router, *router.Admin, *fakePressure) {
+func goldenRouter(t *testing.T) (*router.Router, *adminserver.Admin, *fakePressure) {
 	t.Helper()
 	ready := &fakeReadiness{notReady: map[string]bool{"ns/llama#gpu3": true}}
 	press := &fakePressure{}
@@ -43,11 +44,11 @@ func goldenRouter(t *testing.T) (*router.Router, *router.Admin, *fakePressure) {
 			member{"b", "http://127.0.0.1:8102", 2, ""}),
 	}}
 	ready.register(snap)
-	rt.Apply(snap)
+	rt.Tiers().Apply(snap)
 	press.set("ns/llama", map[string]scheduler.Pressure{
 		"gpu0": freshPressure, "gpu1": stalePressure, "gpu2": failedPressure, "gpu3": unknownPressure,
 	})
-	return rt, router.NewAdmin(rt, router.AdminOptions{}), press
+	return rt, adminserver.New(rt.Tiers(), adminserver.Options{}), press
 }
 
 // TestCapacityGolden pins the scrape-time gauges of a tier with members in
@@ -59,7 +60,7 @@ func TestCapacityGolden(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(t0)
 	fetches := NewFetchMetrics(clk)
 	collect := fetches.Wrap(&fakeCollector{})
-	targets := rt.MetricsTargets("ns/llama")
+	targets := rt.Tiers().MetricsTargets("ns/llama")
 	if len(targets) != 3 {
 		t.Fatalf("targets %v, want the three members with metrics", targets)
 	}
@@ -68,7 +69,7 @@ func TestCapacityGolden(t *testing.T) {
 	_, _ = collect.Collect(context.Background(), targets["gpu1"])
 	clk.SetTime(t0.Add(4 * time.Second))
 
-	c := NewCapacityCollector(CapacityOptions{Source: admin, Targets: rt, Fetches: fetches, Clock: clk})
+	c := NewCapacityCollector(CapacityOptions{Source: admin, Targets: rt.Tiers(), Fetches: fetches, Clock: clk})
 	got, err := testutil.CollectAndFormat(c, expfmt.TypeTextPlain, capacityNames...)
 	if err != nil {
 		t.Fatal(err)

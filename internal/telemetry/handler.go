@@ -8,7 +8,7 @@ import (
 )
 
 // Handler serves the metrics of g in the Prometheus exposition formats, for
-// GET /metrics on the admin listener (router.Admin.HandlePublic). A
+// GET /metrics on the admin listener (adminserver.Admin.HandlePublic). A
 // collector error leaves the failing metric out rather than failing the
 // scrape, and is never written to the response or a log: error text could
 // carry what metrics must not.

@@ -72,7 +72,7 @@ func tier(key string, strategy v1alpha1.Strategy, tierMax int32, members ...memb
 	return source.Tier{Key: key, Namespace: ns, Name: name, File: name + ".yaml", Spec: rt.Spec}
 }
 
-// fakeReadiness is a router.ReadinessView the test controls; members not
+// fakeReadiness is a tiers.ReadinessView the test controls; members not
 // set are ready.
 type fakeReadiness struct {
 	mu       sync.Mutex
@@ -108,7 +108,7 @@ func (f *fakeReadiness) register(s source.Snapshot) {
 	}
 }
 
-// fakePressure is a router.PressureView the test controls; it counts the
+// fakePressure is a tiers.PressureView the test controls; it counts the
 // two kinds of reads.
 type fakePressure struct {
 	mu        sync.Mutex

@@ -19,10 +19,12 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/adminserver"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // holdingMember is a fake engine: requests whose body contains "hold"
@@ -55,7 +57,7 @@ func newHoldingMember(t *testing.T, id string) *holdingMember {
 // handler, and a registry with the capacity and request collectors.
 type loadRig struct {
 	rt       *router.Router
-	admin    *router.Admin
+	admin    *adminserver.Admin
 	front    *httptest.Server
 	client   *http.Client
 	members  []*holdingMember
@@ -78,9 +80,9 @@ func newLoadRig(t *testing.T) *loadRig {
 			member{"gpu0", g.members[0].srv.URL, 2, ""}, member{"gpu1", g.members[1].srv.URL, 2, ""}),
 	}}
 	ready.register(snap)
-	g.rt.Apply(snap)
+	g.rt.Tiers().Apply(snap)
 	g.press.set("ns/cap", map[string]scheduler.Pressure{"gpu0": freshPressure, "gpu1": stalePressure})
-	g.admin = router.NewAdmin(g.rt, router.AdminOptions{})
+	g.admin = adminserver.New(g.rt.Tiers(), adminserver.Options{})
 	g.front = httptest.NewServer(g.rt)
 	t.Cleanup(g.front.Close)
 	transport := &http.Transport{MaxIdleConnsPerHost: 64}
@@ -318,13 +320,13 @@ func TestScrapeChangesNothing(t *testing.T) {
 		t.Cleanup(rt.Close)
 		snap := source.Snapshot{Tiers: []source.Tier{tier("ns/cap", v1alpha1.StrategyCapacity, 0,
 			member{"gpu0", "http://127.0.0.1:8001", 2, "vllm"}, member{"gpu1", "http://127.0.0.1:8002", 2, "vllm"})}}
-		if err := cache.Reconfigure(router.PressureTiers(snap)); err != nil {
+		if err := cache.Reconfigure(tiers.PressureTiers(snap)); err != nil {
 			t.Fatal(err)
 		}
-		rt.Apply(snap)
+		rt.Tiers().Apply(snap)
 		before, _ := cache.Peek("ns/cap")
-		reg := NewRegistry(NewCapacityCollector(CapacityOptions{Source: router.NewAdmin(rt, router.AdminOptions{}),
-			Targets: rt, Fetches: fetches, Clock: clk}), fetches)
+		reg := NewRegistry(NewCapacityCollector(CapacityOptions{Source: adminserver.New(rt.Tiers(), adminserver.Options{}),
+			Targets: rt.Tiers(), Fetches: fetches, Clock: clk}), fetches)
 		for range 50 {
 			if _, err := reg.Gather(); err != nil {
 				t.Fatal(err)

@@ -167,7 +167,7 @@ func NewRequestMetrics() *RequestMetrics {
 }
 
 // Configure makes the series of the configuration in force s (each tier
-// as Router.Plan or the applied configuration lists it) match it: every
+// as tiers.Set.Plan or the applied configuration lists it) match it: every
 // counter whose labels the configuration determines is exported, at zero
 // until a request counts in it — requests admitted per member and not
 // admitted per tier, admission refusals per reason, stream outcomes,

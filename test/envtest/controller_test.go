@@ -299,7 +299,7 @@ var _ = Describe("ReplicaTier controller", func() {
 	})
 
 	// The router's own status writer reports the failure here, exactly as
-	// internal/status writes a router.Router.Applied failure; the router
+	// internal/status writes a tiers.Set.Applied failure; the router
 	// itself refusing a generation (a member off the node, under
 	// memberLocality SameHost) is in router_kube_test.go.
 	It("reports a generation the router cannot apply as Programmed=False ApplyFailed, and clears it", func(ctx context.Context) {

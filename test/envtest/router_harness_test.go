@@ -22,12 +22,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/adminserver"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/source"
 	"github.com/sluice-dev/sluice/internal/status"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // Waits of the router specs. The machine is shared and small: these are
@@ -160,7 +162,7 @@ func startRouter(restCfg *rest.Config, node string) *testRouter {
 	rt := router.New(router.Options{Readiness: probes, Rechecker: probes, Logger: logger, Recorder: router.EvidenceRecorder(decisions)})
 	token, err := apikeys.Parse([]byte(adminToken + "\n"))
 	Expect(err).NotTo(HaveOccurred())
-	admin := router.NewAdmin(rt, router.AdminOptions{Token: token})
+	admin := adminserver.New(rt.Tiers(), adminserver.Options{Token: token})
 	decisions.RegisterRoutes(admin.Handle)
 	view := status.NewRouterView(admin)
 	reporter, err := status.NewReporter(status.Options{Writer: status.NewAPIWriter(c), Node: node, View: view, Logger: logger})
@@ -172,10 +174,10 @@ func startRouter(restCfg *rest.Config, node string) *testRouter {
 	r.done.Go(func() { _ = reporter.Run(ctx) })
 	r.done.Go(func() {
 		_ = kube.Run(ctx, func(s source.Snapshot) {
-			if err := probes.Reconfigure(router.ReadinessTiers(s)); err != nil {
+			if err := probes.Reconfigure(tiers.ReadinessTiers(s)); err != nil {
 				logger.Error("readiness probes not reconfigured", "error", err.Error())
 			}
-			rt.Apply(s)
+			rt.Tiers().Apply(s)
 			reporter.Notify()
 		})
 	})

@@ -1,6 +1,7 @@
-package router
+package tiers
 
 import (
+	"maps"
 	"strings"
 	"testing"
 )
@@ -11,12 +12,11 @@ import (
 // whose first configuration fails has generation zero, and the next good
 // configuration clears the error.
 func TestApplied(t *testing.T) {
-	rt := New(Options{})
-	t.Cleanup(rt.Close)
+	set := New(Options{})
 	good := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 0}, {"gpu1", "http://127.0.0.1:2", 0}})
 	good.Generation = 4
-	rt.Apply(sourceSnapshot(good))
-	if got := rt.Applied(); len(got) != 1 || got[0].Generation != 4 || got[0].ApplyError != "" ||
+	set.Apply(sourceSnapshot(good))
+	if got := set.Applied(); len(got) != 1 || got[0].Generation != 4 || got[0].ApplyError != "" ||
 		strings.Join(got[0].Members, ",") != "gpu0,gpu1" || got[0].Namespace != "ns" || got[0].Name != "llama" {
 		t.Fatalf("Applied = %+v", got)
 	}
@@ -25,8 +25,8 @@ func TestApplied(t *testing.T) {
 	broken.Generation = 5
 	fresh := newTier("ns/fresh", []string{"fresh"}, "", []memberSpec{{"gpu0", "::", 0}})
 	fresh.Generation = 1
-	rt.Apply(sourceSnapshot(broken, fresh))
-	got := rt.Applied()
+	set.Apply(sourceSnapshot(broken, fresh))
+	got := set.Applied()
 	if len(got) != 2 || got[0].Key != "ns/fresh" || got[1].Key != "ns/llama" {
 		t.Fatalf("Applied = %+v, want fresh and llama", got)
 	}
@@ -44,8 +44,34 @@ func TestApplied(t *testing.T) {
 	}
 
 	good.Generation = 6
-	rt.Apply(sourceSnapshot(good))
-	if got := rt.Applied(); len(got) != 1 || got[0].Generation != 6 || got[0].ApplyError != "" || got[0].FailedGeneration != 0 {
+	set.Apply(sourceSnapshot(good))
+	if got := set.Applied(); len(got) != 1 || got[0].Generation != 6 || got[0].ApplyError != "" || got[0].FailedGeneration != 0 {
 		t.Fatalf("Applied after a good generation = %+v", got)
+	}
+}
+
+// TestRetain proves Apply hands Options.Retain the endpoint addresses of
+// the members of the tiers it serves, once per snapshot: a member of a
+// tier that left the configuration, or of a refused new tier, is not
+// among them.
+func TestRetain(t *testing.T) {
+	var got []map[string]bool
+	set := New(Options{Retain: func(addrs map[string]bool) { got = append(got, addrs) }})
+	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}, {"gpu1", "http://127.0.0.1:8002/v1", 0}})
+	embed := newTier("ns/embed", []string{"embed"}, "", []memberSpec{{"cpu0", "https://localhost", 0}})
+	refused := newTier("ns/refused", []string{"refused"}, "", []memberSpec{{"gpu9", "ftp://127.0.0.1:9", 0}})
+	set.Apply(sourceSnapshot(llama, embed))
+	set.Apply(sourceSnapshot(llama, refused))
+	want := []map[string]bool{
+		{"127.0.0.1:8001": true, "127.0.0.1:8002": true, "localhost:443": true},
+		{"127.0.0.1:8001": true, "127.0.0.1:8002": true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Retain called %d times, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !maps.Equal(got[i], want[i]) {
+			t.Errorf("snapshot %d retained %v, want %v", i, got[i], want[i])
+		}
 	}
 }

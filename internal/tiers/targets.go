@@ -1,4 +1,4 @@
-package router
+package tiers
 
 import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -11,8 +11,8 @@ import (
 // other tiers. The telemetry collectors use it to label the age of each
 // member's last metrics fetch with the member's id; the URLs never leave the
 // process.
-func (rt *Router) MetricsTargets(tier string) map[string]pressure.Target {
-	ts, served := rt.table.Load().lookup(tier)
+func (set *Set) MetricsTargets(tier string) map[string]pressure.Target {
+	ts, served := set.table.Load().Lookup(tier)
 	if ts == nil || !served {
 		return nil
 	}

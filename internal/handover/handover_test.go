@@ -1,11 +1,10 @@
-package router
+package handover
 
 import (
 	"context"
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // handoverTiers are the tiers of the handover tests: llama with two
@@ -23,40 +23,48 @@ func handoverTiers(withOther bool, llamaMembers ...string) []source.Tier {
 	for _, id := range llamaMembers {
 		ms = append(ms, memberSpec{id: id, endpoint: "http://127.0.0.1:1", max: 2})
 	}
-	tiers := []source.Tier{newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, ms)}
+	list := []source.Tier{newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, ms)}
 	if withOther {
-		tiers = append(tiers, newTier("ns/other", []string{"other"}, "", []memberSpec{{id: "solo", endpoint: "http://127.0.0.1:1"}}))
+		list = append(list, newTier("ns/other", []string{"other"}, "", []memberSpec{{id: "solo", endpoint: "http://127.0.0.1:1"}}))
 	}
-	return tiers
+	return list
 }
 
-// handoverRouter returns a Router serving tiers, every member ready.
-func handoverRouter(t *testing.T, tiers []source.Tier) *Router {
+// handoverRouter returns the tiers of a router serving list, every member
+// ready.
+func handoverRouter(t *testing.T, list []source.Tier) *tiers.Set {
 	t.Helper()
-	rt := New(Options{})
-	t.Cleanup(rt.Close)
-	rt.Apply(source.Snapshot{Tiers: tiers})
-	return rt
+	set := tiers.New(tiers.Options{})
+	set.Apply(source.Snapshot{Tiers: list})
+	return set
 }
 
-// admit acquires a lease of tier on rt or fails the test.
-func admit(t *testing.T, rt *Router, tier string) *admission.Lease {
+// admit acquires a lease of tier on rt, as the router's front door does,
+// or fails the test.
+func admit(t *testing.T, rt *tiers.Set, tier string) *admission.Lease {
 	t.Helper()
-	ts, _ := rt.table.Load().lookup(tier)
-	l, _, err := rt.acquire(t.Context(), ts, admission.Tenant{}, "", &Outcome{})
+	ts, _ := rt.Table().Lookup(tier)
+	l, _, err := acquire(t, rt, ts)
 	if err != nil {
 		t.Fatalf("acquire %s: %v", tier, err)
 	}
 	return l
 }
 
+// acquire makes one admission decision for ts on rt, as the router's
+// front door does, and returns the lease and its error.
+func acquire(t *testing.T, rt *tiers.Set, ts *tiers.Tier) (*admission.Lease, admission.Waited, error) {
+	t.Helper()
+	return ts.Admission().Wait(t.Context(), rt.Inputs(ts, ts.Config()), admission.Tenant{})
+}
+
 // activeCounts returns tier's member → active count on rt ("" → the tier's).
-func activeCounts(rt *Router, tier string) map[string]int {
-	ts, _ := rt.table.Load().lookup(tier)
+func activeCounts(rt *tiers.Set, tier string) map[string]int {
+	ts, _ := rt.Table().Lookup(tier)
 	if ts == nil {
 		return nil
 	}
-	s := ts.admission.Snapshot()
+	s := ts.Admission().Snapshot()
 	out := map[string]int{"": s.Active}
 	for _, m := range s.Members {
 		out[m.ID] = m.Active
@@ -74,9 +82,9 @@ type handoverPair struct {
 	cancelAdopt         context.CancelFunc
 }
 
-// handOver runs old.ServeHandover and successor.AdoptHandover on a pipe
+// handOver runs Serve of old and Adopt of successor on a pipe
 // and waits for the adoption of the snapshot.
-func handOver(t *testing.T, old, successor *Router) *handoverPair {
+func handOver(t *testing.T, old, successor *tiers.Set) *handoverPair {
 	t.Helper()
 	a, b := net.Pipe()
 	sctx, scancel := context.WithCancel(context.Background())
@@ -84,9 +92,9 @@ func handOver(t *testing.T, old, successor *Router) *handoverPair {
 	p := &handoverPair{served: make(chan error, 1), adoptedDone: make(chan error, 1), adopted: make(chan AdoptedLeases, 1),
 		changed: make(chan struct{}, 64), cancelServe: scancel, cancelAdopt: acancel}
 	var wg sync.WaitGroup
-	wg.Go(func() { p.served <- old.ServeHandover(sctx, a, HandoverGate{}) })
+	wg.Go(func() { p.served <- Serve(sctx, old, a, Gate{}) })
 	wg.Go(func() {
-		p.adoptedDone <- successor.AdoptHandover(actx, b, Adoption{
+		p.adoptedDone <- Adopt(actx, successor, b, Adoption{
 			Adopted: func(s AdoptedLeases) { p.adopted <- s },
 			Changed: func() { p.changed <- struct{}{} },
 		})
@@ -126,15 +134,15 @@ func TestHandoverSnapshotAndReleases(t *testing.T) {
 	if got := activeCounts(successor, "ns/llama"); got[""] != 3 || got["gpu0"] != want["gpu0"] || got["gpu1"] != want["gpu1"] {
 		t.Fatalf("successor counts %v, predecessor's %v", got, want)
 	}
-	ts, _ := old.table.Load().lookup("ns/llama")
-	if _, _, err := old.acquire(t.Context(), ts, admission.Tenant{}, "", &Outcome{}); !errors.Is(err, admission.ErrHandedOver) {
+	ts, _ := old.Table().Lookup("ns/llama")
+	if _, _, err := acquire(t, old, ts); !errors.Is(err, admission.ErrHandedOver) {
 		t.Fatalf("predecessor acquire after the handover = %v, want ErrHandedOver", err)
 	}
 	// The successor's ceiling counts the adopted leases: gpu0 and gpu1
 	// have room for one more between them.
 	fresh := admit(t, successor, "ns/llama")
-	sts, _ := successor.table.Load().lookup("ns/llama")
-	if _, _, err := successor.acquire(t.Context(), sts, admission.Tenant{}, "", &Outcome{}); !errors.Is(err, admission.ErrTierFull) {
+	sts, _ := successor.Table().Lookup("ns/llama")
+	if _, _, err := acquire(t, successor, sts); !errors.Is(err, admission.ErrTierFull) {
 		t.Fatalf("successor acquire over the ceilings = %v, want ErrTierFull", err)
 	}
 	fresh.Release()
@@ -150,11 +158,11 @@ func TestHandoverSnapshotAndReleases(t *testing.T) {
 		}
 	}
 	p.cancelServe()
-	if err := wait(t, p.served, "ServeHandover"); err != nil {
-		t.Fatalf("ServeHandover = %v", err)
+	if err := wait(t, p.served, "Serve"); err != nil {
+		t.Fatalf("Serve = %v", err)
 	}
-	if err := wait(t, p.adoptedDone, "AdoptHandover"); err != nil {
-		t.Fatalf("AdoptHandover = %v", err)
+	if err := wait(t, p.adoptedDone, "Adopt"); err != nil {
+		t.Fatalf("Adopt = %v", err)
 	}
 	if got := activeCounts(successor, "ns/llama"); got[""] != 0 {
 		t.Fatalf("successor counts after the predecessor stopped: %v", got)
@@ -169,11 +177,11 @@ func TestHandoverPredecessorCrashReleasesAll(t *testing.T) {
 	done := make(chan error, 1)
 	adopted := make(chan AdoptedLeases, 1)
 	go func() {
-		done <- successor.AdoptHandover(context.Background(), b, Adoption{Adopted: func(s AdoptedLeases) { adopted <- s }})
+		done <- Adopt(context.Background(), successor, b, Adoption{Adopted: func(s AdoptedLeases) { adopted <- s }})
 	}()
 	r := newHandoverReader(a)
 	var hello handoverMessage
-	if err := r.read(&hello); err != nil || hello.Kind != kindHello || hello.Version != HandoverVersion {
+	if err := r.read(&hello); err != nil || hello.Kind != kindHello || hello.Version != Version {
 		t.Fatalf("hello %+v, %v", hello, err)
 	}
 	w := handoverWriter{conn: a}
@@ -189,8 +197,8 @@ func TestHandoverPredecessorCrashReleasesAll(t *testing.T) {
 		t.Fatalf("successor counts %v, want 4 adopted", got)
 	}
 	_ = a.Close()
-	if err := wait(t, done, "AdoptHandover"); err != nil {
-		t.Fatalf("AdoptHandover = %v, want nil on a closed channel", err)
+	if err := wait(t, done, "Adopt"); err != nil {
+		t.Fatalf("Adopt = %v, want nil on a closed channel", err)
 	}
 	if got := activeCounts(successor, "ns/llama"); got[""] != 0 {
 		t.Fatalf("successor counts after the crash: %v, want 0", got)
@@ -207,27 +215,27 @@ func TestHandoverBadPeers(t *testing.T) {
 		a, b := net.Pipe()
 		done := make(chan error, 1)
 		go func() {
-			done <- successor.AdoptHandover(context.Background(), b, Adoption{Adopted: func(AdoptedLeases) { t.Error("adopted without a snapshot") }})
+			done <- Adopt(context.Background(), successor, b, Adoption{Adopted: func(AdoptedLeases) { t.Error("adopted without a snapshot") }})
 		}()
 		if err := newHandoverReader(a).read(&handoverMessage{}); err != nil {
 			t.Fatal(err)
 		}
 		_ = a.Close()
-		if err := wait(t, done, "AdoptHandover"); err == nil {
-			t.Fatal("AdoptHandover = nil without a snapshot")
+		if err := wait(t, done, "Adopt"); err == nil {
+			t.Fatal("Adopt = nil without a snapshot")
 		}
 	})
 	t.Run("malformed change", func(t *testing.T) {
 		successor := handoverRouter(t, handoverTiers(false, "gpu0"))
 		a, b := net.Pipe()
 		done := make(chan error, 1)
-		go func() { done <- successor.AdoptHandover(context.Background(), b, Adoption{}) }()
+		go func() { done <- Adopt(context.Background(), successor, b, Adoption{}) }()
 		_ = newHandoverReader(a).read(&handoverMessage{})
 		w := handoverWriter{conn: a}
 		_ = w.write(handoverMessage{Kind: kindSnapshot, Counts: []handoverCount{{Tier: "ns/llama", Member: "gpu0", Count: 1}}})
 		_ = w.write(handoverMessage{Kind: kindChanges, Counts: []handoverCount{{Tier: "ns/llama", Member: "gpu0", Count: 5}}})
-		if err := wait(t, done, "AdoptHandover"); !errors.Is(err, ErrHandoverProtocol) {
-			t.Fatalf("AdoptHandover = %v, want ErrHandoverProtocol", err)
+		if err := wait(t, done, "Adopt"); !errors.Is(err, ErrProtocol) {
+			t.Fatalf("Adopt = %v, want ErrProtocol", err)
 		}
 		_ = a.Close()
 		if got := activeCounts(successor, "ns/llama"); got[""] != 0 {
@@ -238,10 +246,10 @@ func TestHandoverBadPeers(t *testing.T) {
 		old := handoverRouter(t, handoverTiers(false, "gpu0"))
 		a, b := net.Pipe()
 		done := make(chan error, 1)
-		go func() { done <- old.ServeHandover(context.Background(), a, HandoverGate{}) }()
+		go func() { done <- Serve(context.Background(), old, a, Gate{}) }()
 		_ = handoverWriter{conn: b}.write(handoverMessage{Kind: kindHello, Version: "sluice-handover/0"})
-		if err := wait(t, done, "ServeHandover"); !errors.Is(err, ErrHandoverProtocol) {
-			t.Fatalf("ServeHandover = %v, want ErrHandoverProtocol", err)
+		if err := wait(t, done, "Serve"); !errors.Is(err, ErrProtocol) {
+			t.Fatalf("Serve = %v, want ErrProtocol", err)
 		}
 		admit(t, old, "ns/llama").Release()
 	})
@@ -250,16 +258,16 @@ func TestHandoverBadPeers(t *testing.T) {
 		held := admit(t, old, "ns/llama")
 		a, b := net.Pipe()
 		done := make(chan error, 1)
-		go func() { done <- old.ServeHandover(context.Background(), a, HandoverGate{}) }()
+		go func() { done <- Serve(context.Background(), old, a, Gate{}) }()
 		w, r := handoverWriter{conn: b}, newHandoverReader(b)
-		_ = w.write(handoverMessage{Kind: kindHello, Version: HandoverVersion})
+		_ = w.write(handoverMessage{Kind: kindHello, Version: Version})
 		var snap handoverMessage
 		if err := r.read(&snap); err != nil || snap.Kind != kindSnapshot || len(snap.Counts) != 1 || snap.Counts[0].Count != 1 {
 			t.Fatalf("snapshot %+v, %v", snap, err)
 		}
 		_ = b.Close()
-		if err := wait(t, done, "ServeHandover"); !errors.Is(err, ErrSuccessorGone) {
-			t.Fatalf("ServeHandover = %v, want ErrSuccessorGone", err)
+		if err := wait(t, done, "Serve"); !errors.Is(err, ErrSuccessorGone) {
+			t.Fatalf("Serve = %v, want ErrSuccessorGone", err)
 		}
 		admit(t, old, "ns/llama").Release()
 		held.Release()
@@ -316,64 +324,18 @@ func TestHandoverChain(t *testing.T) {
 	}
 }
 
-// TestHandedOverRequestGoesToSuccessor hands a tier's admission over while
-// a request is on its way: the request that reaches admission afterwards is
-// given to Options.HandedOver with its body readable again, reserving
-// nothing and reaching no member; without the option it is refused as a
-// quiesced tier.
-func TestHandedOverRequestGoesToSuccessor(t *testing.T) {
-	for _, withHook := range []bool{true, false} {
-		t.Run(map[bool]string{true: "forwarded", false: "refused"}[withHook], func(t *testing.T) {
-			f := newFixture(t, fixtureOptions{})
-			gpu0 := newUpstream(t, "gpu0", nil)
-			var forwarded []byte
-			if withHook {
-				f.rt.handedOver = func(w http.ResponseWriter, r *http.Request) {
-					forwarded, _ = io.ReadAll(r.Body)
-					if r.ContentLength != int64(len(forwarded)) {
-						t.Errorf("ContentLength %d for a %d-byte body", r.ContentLength, len(forwarded))
-					}
-					w.WriteHeader(http.StatusTeapot)
-				}
-			}
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}))
-			ts, _ := f.rt.table.Load().lookup("ns/llama")
-			h, _, err := ts.admission.HandOver(make(chan struct{}, 1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.Cancel()
-
-			body := chat("llama")
-			resp, got := f.mustPost(pathChatCompletions, body, nil)
-			switch {
-			case withHook && (resp.StatusCode != http.StatusTeapot || string(forwarded) != body):
-				t.Fatalf("got %d, forwarded %q; want the hook's answer and the body %q", resp.StatusCode, forwarded, body)
-			case !withHook && (resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, got) != "tier_quiesced"):
-				t.Fatalf("got %d %s, want 503 tier_quiesced", resp.StatusCode, got)
-			}
-			if n := gpu0.requests.Load(); n != 0 {
-				t.Fatalf("the member received %d requests", n)
-			}
-			if n := f.totalReleases(); n != 0 {
-				t.Fatalf("%d releases: a lease was taken", n)
-			}
-		})
-	}
-}
-
-// predecessorSays plays a predecessor on a pipe to successor.AdoptHandover:
+// predecessorSays plays a predecessor on a pipe to successor.Adopt:
 // it reads the hello, sends snapshot, then each message of changes, and
-// returns AdoptHandover's result and whether the snapshot was adopted. It
-// closes the channel once AdoptHandover returned or the messages are sent.
-func predecessorSays(t *testing.T, successor *Router, snapshot []handoverCount, changes ...[]handoverCount) (error, bool) {
+// returns Adopt's result and whether the snapshot was adopted. It
+// closes the channel once Adopt returned or the messages are sent.
+func predecessorSays(t *testing.T, successor *tiers.Set, snapshot []handoverCount, changes ...[]handoverCount) (error, bool) {
 	t.Helper()
 	a, b := net.Pipe()
 	defer func() { _ = a.Close() }()
 	done := make(chan error, 1)
 	adopted := make(chan AdoptedLeases, 1)
 	go func() {
-		done <- successor.AdoptHandover(context.Background(), b, Adoption{Adopted: func(s AdoptedLeases) { adopted <- s }})
+		done <- Adopt(context.Background(), successor, b, Adoption{Adopted: func(s AdoptedLeases) { adopted <- s }})
 	}()
 	if err := newHandoverReader(a).read(&handoverMessage{}); err != nil {
 		t.Fatal(err)
@@ -381,11 +343,11 @@ func predecessorSays(t *testing.T, successor *Router, snapshot []handoverCount, 
 	w := handoverWriter{conn: a}
 	for _, m := range append([]handoverMessage{{Kind: kindSnapshot, Counts: snapshot}}, changesMessages(changes)...) {
 		if err := w.write(m); err != nil {
-			break // AdoptHandover ended and closed its side.
+			break // Adopt ended and closed its side.
 		}
 	}
 	_ = a.Close()
-	err := wait(t, done, "AdoptHandover")
+	err := wait(t, done, "Adopt")
 	select {
 	case <-adopted:
 		return err, true
@@ -430,24 +392,24 @@ func TestHandoverRefusesCountsPastCeilings(t *testing.T) {
 			{"ns/llama", "gpu0", 2}, {"ns/llama", "gpu1", 2}, {"ns/capped", "a", 2}, {"ns/capped", "b", 1}, {"ns/open", "solo", 1000},
 			{"ns/gone", "x", 7},
 		}},
-		{desc: "a member past its ceiling", snapshot: []handoverCount{{"ns/llama", "gpu0", 3}}, want: ErrHandoverBounds},
+		{desc: "a member past its ceiling", snapshot: []handoverCount{{"ns/llama", "gpu0", 3}}, want: ErrBounds},
 		{desc: "a member past its ceiling in two entries", snapshot: []handoverCount{{"ns/llama", "gpu0", 2}, {"ns/llama", "gpu0", 1}},
-			want: ErrHandoverBounds},
-		{desc: "a tier past its ceiling", snapshot: []handoverCount{{"ns/capped", "a", 2}, {"ns/capped", "b", 2}}, want: ErrHandoverBounds},
-		{desc: "a million leases", snapshot: []handoverCount{{"ns/llama", "gpu0", 1_000_000}}, want: ErrHandoverBounds},
+			want: ErrBounds},
+		{desc: "a tier past its ceiling", snapshot: []handoverCount{{"ns/capped", "a", 2}, {"ns/capped", "b", 2}}, want: ErrBounds},
+		{desc: "a million leases", snapshot: []handoverCount{{"ns/llama", "gpu0", 1_000_000}}, want: ErrBounds},
 		{desc: "a million leases of a member without a ceiling", snapshot: []handoverCount{{"ns/open", "solo", 1_000_000}},
-			want: ErrHandoverBounds},
-		{desc: "a million leases of a tier not served", snapshot: []handoverCount{{"ns/gone", "x", 1_000_000}}, want: ErrHandoverBounds},
+			want: ErrBounds},
+		{desc: "a million leases of a tier not served", snapshot: []handoverCount{{"ns/gone", "x", 1_000_000}}, want: ErrBounds},
 		{desc: "a reservation past the ceiling", snapshot: []handoverCount{{"ns/llama", "gpu0", 2}},
-			changes: [][]handoverCount{{{"ns/llama", "gpu0", 1}}}, want: ErrHandoverBounds},
+			changes: [][]handoverCount{{{"ns/llama", "gpu0", 1}}}, want: ErrBounds},
 		{desc: "a reservation past the tier ceiling", snapshot: []handoverCount{{"ns/capped", "a", 2}, {"ns/capped", "b", 1}},
-			changes: [][]handoverCount{{{"ns/capped", "b", 1}}}, want: ErrHandoverBounds},
+			changes: [][]handoverCount{{{"ns/capped", "b", 1}}}, want: ErrBounds},
 	} {
 		t.Run(tt.desc, func(t *testing.T) {
 			successor := handoverRouter(t, tiers)
 			err, adopted := predecessorSays(t, successor, tt.snapshot, tt.changes...)
 			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
-				t.Fatalf("AdoptHandover = %v, want %v", err, tt.want)
+				t.Fatalf("Adopt = %v, want %v", err, tt.want)
 			}
 			if wantAdopted := tt.want == nil || tt.changes != nil; adopted != wantAdopted {
 				t.Fatalf("snapshot adopted: %v, want %v", adopted, wantAdopted)
@@ -465,11 +427,11 @@ func TestHandoverRefusesCountsPastCeilings(t *testing.T) {
 	}
 }
 
-// TestServeHandoverHello: nothing is handed over before a valid hello: a
+// TestServeHello: nothing is handed over before a valid hello: a
 // silent successor is cut off by the read deadline, and one that hangs up,
 // sends a wrong hello, is refused by the gate or outlives ctx leaves the
 // tiers admitting; the gate is asked only after a valid hello.
-func TestServeHandoverHello(t *testing.T) {
+func TestServeHello(t *testing.T) {
 	for _, tt := range []struct {
 		desc    string
 		say     string // what the peer sends, then it waits.
@@ -481,10 +443,10 @@ func TestServeHandoverHello(t *testing.T) {
 	}{
 		{desc: "silent", wantErr: os.ErrDeadlineExceeded},
 		{desc: "hangs up", hangUp: true, wantErr: ErrSuccessorGone},
-		{desc: "half a hello", say: `{"kind":"hel`, wantErr: ErrHandoverProtocol},
-		{desc: "wrong hello", say: `{"kind":"hello","version":"sluice-handover/0"}` + "\n", wantErr: ErrHandoverProtocol},
-		{desc: "refused", say: `{"kind":"hello","version":"` + HandoverVersion + `"}` + "\n", refuse: true, asked: true,
-			wantErr: ErrHandoverRefused},
+		{desc: "half a hello", say: `{"kind":"hel`, wantErr: ErrProtocol},
+		{desc: "wrong hello", say: `{"kind":"hello","version":"sluice-handover/0"}` + "\n", wantErr: ErrProtocol},
+		{desc: "refused", say: `{"kind":"hello","version":"` + Version + `"}` + "\n", refuse: true, asked: true,
+			wantErr: ErrRefused},
 		{desc: "router stops", cancel: true, wantErr: context.Canceled},
 	} {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -503,7 +465,7 @@ func TestServeHandoverHello(t *testing.T) {
 			asked := make(chan struct{}, 1)
 			done := make(chan error, 1)
 			go func() {
-				done <- old.ServeHandover(ctx, a, HandoverGate{Hello: func() bool { asked <- struct{}{}; return !tt.refuse }})
+				done <- Serve(ctx, old, a, Gate{Hello: func() bool { asked <- struct{}{}; return !tt.refuse }})
 			}()
 			if tt.say != "" {
 				if _, err := io.WriteString(b, tt.say); err != nil {
@@ -516,8 +478,8 @@ func TestServeHandoverHello(t *testing.T) {
 			if tt.cancel {
 				cancel()
 			}
-			if err := wait(t, done, "ServeHandover"); !errors.Is(err, tt.wantErr) {
-				t.Fatalf("ServeHandover = %v, want %v", err, tt.wantErr)
+			if err := wait(t, done, "Serve"); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Serve = %v, want %v", err, tt.wantErr)
 			}
 			if got := len(asked) == 1; got != tt.asked {
 				t.Fatalf("gate asked: %v, want %v", got, tt.asked)

@@ -1,7 +1,9 @@
-package router
+package tiers
 
 import (
+	"github.com/sluice-dev/sluice/api/bounds"
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/scheduler"
@@ -76,4 +78,71 @@ func PressureTiers(s source.Snapshot) []pressure.Tier {
 		out = append(out, pt)
 	}
 	return out
+}
+
+// Inputs returns the admission inputs of t from completed snapshots of
+// the members of cfg, t's configuration in force or one it had. It never
+// waits. The epoch is read before readiness: a readmission landing after
+// this read refuses the decision, and the next attempt reads the
+// readmitted member's recheck (docs/ROUTER.md#5-configuration-changes).
+func (set *Set) Inputs(t *Tier, cfg *Config) admission.Inputs {
+	in := admission.Inputs{ReadmitEpoch: t.admission.ReadmitEpoch()}
+	in.Ready = set.ready(t.key, cfg)
+	if cfg.strategy == bounds.StrategyCapacity {
+		in.Pressure = set.pressures(t.key, cfg)
+	}
+	return in
+}
+
+// ready returns the readiness of exactly the members of cfg: a member the
+// readiness cache does not know (yet) is not ready, a member it still knows
+// but cfg dropped is left out.
+func (set *Set) ready(key string, cfg *Config) map[string]bool {
+	if set.readiness == nil {
+		return cfg.allReady // read-only; Acquire copies what it reads.
+	}
+	m, err := set.readiness.Ready(key)
+	if err == nil && sameKeys(m, cfg.ids) {
+		return m
+	}
+	out := make(map[string]bool, len(cfg.ids))
+	for _, id := range cfg.ids {
+		out[id] = m[id]
+	}
+	return out
+}
+
+// pressures returns the pressure of the members of cfg; members the cache
+// does not know are left out, which admission reads as unknown.
+func (set *Set) pressures(key string, cfg *Config) map[string]scheduler.Pressure {
+	if set.pressure == nil {
+		return nil
+	}
+	m, err := set.pressure.Snapshot(key)
+	if err != nil {
+		return nil
+	}
+	if sameKeys(m, cfg.ids) {
+		return m
+	}
+	out := make(map[string]scheduler.Pressure, len(cfg.ids))
+	for _, id := range cfg.ids {
+		if p, ok := m[id]; ok {
+			out[id] = p
+		}
+	}
+	return out
+}
+
+// sameKeys reports whether m has exactly the keys ids.
+func sameKeys[V any](m map[string]V, ids []string) bool {
+	if len(m) != len(ids) {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := m[id]; !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-package router
+package reqbody
 
 import (
 	"bytes"
@@ -36,9 +36,9 @@ func TestModelField(t *testing.T) {
 		{`{"a":1.5e3,"b":true,"c":null,"d":"}","model":"x"}`, "x", true},
 	}
 	for _, tt := range tests {
-		ref, ok := modelField([]byte(tt.body))
+		ref, ok := FindModel([]byte(tt.body))
 		if model := string(ref.name); model != tt.model || ok != tt.ok {
-			t.Errorf("modelField(%s) = %q, %v; want %q, %v", tt.body, model, ok, tt.model, tt.ok)
+			t.Errorf("FindModel(%s) = %q, %v; want %q, %v", tt.body, model, ok, tt.model, tt.ok)
 		}
 	}
 }
@@ -72,17 +72,17 @@ func FuzzModelField(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		ref, gotOK := modelField(body)
+		ref, gotOK := FindModel(body)
 		want, wantOK := referenceModel(body)
 		if got := string(ref.name); got != want || gotOK != wantOK {
-			t.Fatalf("modelField(%q) = %q, %v; encoding/json says %q, %v", body, got, gotOK, want, wantOK)
+			t.Fatalf("FindModel(%q) = %q, %v; encoding/json says %q, %v", body, got, gotOK, want, wantOK)
 		}
 		if !gotOK {
 			return
 		}
 		var v string
 		if err := json.Unmarshal(body[ref.start:ref.end], &v); err != nil || v != want || ref.count < 1 {
-			t.Fatalf("modelField(%q): span %d..%d holds %q (%v), count %d; want the value %q",
+			t.Fatalf("FindModel(%q): span %d..%d holds %q (%v), count %d; want the value %q",
 				body, ref.start, ref.end, body[ref.start:ref.end], err, ref.count, want)
 		}
 	})
@@ -92,7 +92,7 @@ func BenchmarkModelField(b *testing.B) {
 	body := []byte(`{"model":"llama-70b","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hi."}],"max_tokens":16,"stream":false}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := modelField(body); !ok {
+		if _, ok := FindModel(body); !ok {
 			b.Fatal("no model")
 		}
 	}
@@ -113,14 +113,14 @@ func TestRewriteModel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			ref, ok := modelField([]byte(tt.body))
+			ref, ok := FindModel([]byte(tt.body))
 			if !ok {
-				t.Fatalf("modelField(%s) refused", tt.body)
+				t.Fatalf("FindModel(%s) refused", tt.body)
 			}
 			dst := []byte("keep:")
-			got := rewriteModel(dst, []byte(tt.body), ref, []byte(served))
+			got := RewriteModel(dst, []byte(tt.body), ref, []byte(served))
 			if string(got) != "keep:"+tt.want {
-				t.Fatalf("rewriteModel(%s) =\n%s\nwant\n%s", tt.body, got, "keep:"+tt.want)
+				t.Fatalf("RewriteModel(%s) =\n%s\nwant\n%s", tt.body, got, "keep:"+tt.want)
 			}
 		})
 	}
@@ -132,8 +132,8 @@ func TestJSONString(t *testing.T) {
 		`a"b\c<d>&`:                         `"a\"b\\c<d>&"`,
 		"tab\there":                         `"tab\there"`,
 	} {
-		if got := string(jsonString(in)); got != want {
-			t.Errorf("jsonString(%q) = %s, want %s", in, got, want)
+		if got := string(Quote(in)); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
 		}
 	}
 }
@@ -165,14 +165,14 @@ func FuzzRewriteModel(f *testing.F) {
 		f.Add([]byte(seed.body), seed.served)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, served string) {
-		ref, ok := modelField(body)
+		ref, ok := FindModel(body)
 		if !ok {
 			return
 		}
-		q := jsonString(served)
-		out := rewriteModel(nil, body, ref, q)
+		q := Quote(served)
+		out := RewriteModel(nil, body, ref, q)
 		if !json.Valid(out) {
-			t.Fatalf("rewriteModel(%q, %q) = %q: not valid JSON", body, served, out)
+			t.Fatalf("RewriteModel(%q, %q) = %q: not valid JSON", body, served, out)
 		}
 		orig, ok := decodeNumbers(t, body).(map[string]any)
 		if !ok {
@@ -184,13 +184,13 @@ func FuzzRewriteModel(f *testing.F) {
 		}
 		orig["model"] = want
 		if got := decodeNumbers(t, out); !reflect.DeepEqual(got, any(orig)) {
-			t.Fatalf("rewriteModel(%q, %q) = %q decodes to %v, want %v", body, served, out, got, orig)
+			t.Fatalf("RewriteModel(%q, %q) = %q decodes to %v, want %v", body, served, out, got, orig)
 		}
 		if ref.count == 1 {
 			tail := body[ref.end:]
 			if !bytes.Equal(out[:ref.start], body[:ref.start]) || !bytes.Equal(out[len(out)-len(tail):], tail) ||
 				len(out) != len(body)-(ref.end-ref.start)+len(q) {
-				t.Fatalf("rewriteModel(%q, %q) = %q changed bytes outside the model value", body, served, out)
+				t.Fatalf("RewriteModel(%q, %q) = %q changed bytes outside the model value", body, served, out)
 			}
 		}
 	})
@@ -198,14 +198,14 @@ func FuzzRewriteModel(f *testing.F) {
 
 func BenchmarkRewriteModel(b *testing.B) {
 	body := []byte(`{"model":"llama-70b","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hi."}],"max_tokens":16,"stream":false}`)
-	q := jsonString("meta-llama/Llama-3.1-70B-Instruct")
+	q := Quote("meta-llama/Llama-3.1-70B-Instruct")
 	dst := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		ref, ok := modelField(body)
+		ref, ok := FindModel(body)
 		if !ok {
 			b.Fatal("no model")
 		}
-		dst = rewriteModel(dst[:0], body, ref, q)
+		dst = RewriteModel(dst[:0], body, ref, q)
 	}
 }

@@ -1,10 +1,14 @@
-package router
+package adminserver
 
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/apikeys"
@@ -44,28 +48,30 @@ func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestAdminAuthenticatesBeforeReading(t *testing.T) {
 	ready := &countingReadiness{fakeReadiness: &fakeReadiness{}}
 	pressure := &fakePressure{}
-	rt := New(Options{
+	set := tiers.New(tiers.Options{
 		Readiness: ready,
 		Rechecker: ready.fakeReadiness,
 		Pressure:  pressure,
 		Logger:    slog.New(slog.DiscardHandler),
 	})
-	t.Cleanup(rt.Close)
 	quiesced := func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "upgrade"} }
 	snap := source.Snapshot{Tiers: []source.Tier{
 		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
 			[]memberSpec{{"gpu0", "http://127.0.0.1:1", 2}, {"gpu1", "http://127.0.0.1:2", 2}}, quiesced),
 	}}
-	ready.reconfigure(ReadinessTiers(snap))
-	rt.Apply(snap)
+	ready.reconfigure(tiers.ReadinessTiers(snap))
+	set.Apply(snap)
 	pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(1000), "gpu1": fresh(2000)})
 
 	token, err := apikeys.Parse([]byte("admin-token\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := NewAdmin(rt, AdminOptions{Token: token})
-	log, _ := newEvidenceLog(t, "")
+	a := New(set, Options{Token: token})
+	log, err := evidence.NewLog(evidence.LogOptions{Size: evidence.DefaultLogSize})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handlers := map[string]*countingHandler{}
 	log.RegisterRoutes(func(pattern string, h http.Handler) {
 		c := &countingHandler{h: h}
@@ -143,4 +149,52 @@ func serveAdmin(t *testing.T, a *Admin, method, path string, header http.Header)
 	w := newRecorder()
 	a.ServeHTTP(w, r)
 	return w
+}
+
+// TestAdminHealthAndReadiness proves /readyz fails before a first
+// snapshot, while the snapshot in force serves no tier (unless
+// ReadyWithoutTiers), and after NotReady; it succeeds while a tier is
+// served (docs/ROUTER.md#6-admin-api).
+func TestAdminHealthAndReadiness(t *testing.T) {
+	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}})
+	refused := newTier("ns/far", []string{"far"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 0}})
+	for _, tt := range []struct {
+		desc              string
+		readyWithoutTiers bool
+		apply             [][]source.Tier // the snapshots applied before the check; nil: none.
+		want              int
+		wantBody          string
+	}{
+		{desc: "before any configuration", want: http.StatusServiceUnavailable, wantBody: "no configuration loaded yet"},
+		{desc: "before any configuration, ready without tiers", readyWithoutTiers: true, want: http.StatusServiceUnavailable},
+		{desc: "an empty configuration", apply: [][]source.Tier{{}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
+		{desc: "only a refused tier", apply: [][]source.Tier{{refused}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
+		{desc: "an empty configuration, ready without tiers", readyWithoutTiers: true, apply: [][]source.Tier{{}}, want: http.StatusOK},
+		{desc: "a served tier", apply: [][]source.Tier{{llama}}, want: http.StatusOK, wantBody: "ok"},
+		{desc: "the last tier removed", apply: [][]source.Tier{{llama}, {}}, want: http.StatusServiceUnavailable, wantBody: "no tier served"},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			set := tiers.New(tiers.Options{})
+			a := New(set, Options{ReadyWithoutTiers: tt.readyWithoutTiers})
+			for _, list := range tt.apply {
+				set.Apply(source.Snapshot{Tiers: list})
+			}
+			w := newRecorder()
+			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/healthz"))
+			if w.status != http.StatusOK {
+				t.Fatalf("healthz = %d", w.status)
+			}
+			w = newRecorder()
+			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/readyz"))
+			if w.status != tt.want || !strings.Contains(w.body.String(), tt.wantBody) {
+				t.Fatalf("readyz = %d %q, want %d %q", w.status, w.body.String(), tt.want, tt.wantBody)
+			}
+			a.NotReady()
+			w = newRecorder()
+			a.ServeHTTP(w, mustRequest(t, http.MethodGet, "/readyz"))
+			if w.status != http.StatusServiceUnavailable {
+				t.Fatalf("readyz after NotReady = %d, want 503", w.status)
+			}
+		})
+	}
 }

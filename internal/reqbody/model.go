@@ -1,4 +1,4 @@
-package router
+package reqbody
 
 import (
 	"bytes"
@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// modelRef is where a request body names its model.
-type modelRef struct {
+// ModelRef is where a request body names its model (FindModel).
+type ModelRef struct {
 	// name is the decoded value of the last top-level "model" member, the
 	// one JSON decoders read. It aliases the body unless the value is
 	// written with escapes or invalid UTF-8.
@@ -19,13 +19,18 @@ type modelRef struct {
 	count int
 }
 
-// modelField locates the top-level "model" member of body when body is one
+// Name returns the model the body names: the decoded value of its last
+// top-level "model" member. It aliases the body unless the value is
+// written with escapes or invalid UTF-8.
+func (ref ModelRef) Name() []byte { return ref.name }
+
+// FindModel locates the top-level "model" member of body when body is one
 // valid JSON object whose last "model" member (JSON objects decode
 // last-wins) is a string. It validates the whole body with json.Valid, then
 // walks only the top level, so it allocates nothing unless the key or the
 // value is written with escapes or invalid UTF-8.
-func modelField(body []byte) (modelRef, bool) {
-	var ref modelRef
+func FindModel(body []byte) (ModelRef, bool) {
+	var ref ModelRef
 	if !json.Valid(body) {
 		return ref, false
 	}
@@ -37,19 +42,19 @@ func modelField(body []byte) (modelRef, bool) {
 			ref.start, ref.end = start, end
 		}
 	}) || !found {
-		return modelRef{}, false
+		return ModelRef{}, false
 	}
 	name, ok := unquote(body[ref.start:ref.end])
 	ref.name = name
 	return ref, ok
 }
 
-// rewriteModel appends body to dst with the value of every top-level
+// RewriteModel appends body to dst with the value of every top-level
 // "model" member replaced by quoted, a JSON string, and every other byte
-// kept. ref is modelField's result for body. A body with several "model"
+// kept. ref is FindModel's result for body. A body with several "model"
 // members has each of them replaced, so a decoder that reads the first one
 // sees the same model as one that reads the last.
-func rewriteModel(dst, body []byte, ref modelRef, quoted []byte) []byte {
+func RewriteModel(dst, body []byte, ref ModelRef, quoted []byte) []byte {
 	if ref.count == 1 {
 		dst = append(dst, body[:ref.start]...)
 		dst = append(dst, quoted...)
@@ -183,13 +188,23 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// rewriteSize returns the most bytes rewriteModel can write for body and
+// RewriteSize returns the most bytes RewriteModel can write for body and
 // the model quoted: len(body) plus quoted once per "model" member. It is 0
 // when body needs no copy: quoted is nil, or body already names it in its
 // one "model" member.
-func rewriteSize(quoted, body []byte, ref modelRef) int {
+func RewriteSize(quoted, body []byte, ref ModelRef) int {
 	if quoted == nil || ref.count == 1 && bytes.Equal(body[ref.start:ref.end], quoted) {
 		return 0
 	}
 	return len(body) + ref.count*len(quoted)
+}
+
+// Quote returns s as a JSON string, with no HTML escaping: the value
+// RewriteModel writes.
+func Quote(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes; invalid UTF-8 becomes U+FFFD.
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

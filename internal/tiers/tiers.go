@@ -1,15 +1,16 @@
-package router
+package tiers
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,32 +20,157 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/reqbody"
 	"github.com/sluice-dev/sluice/internal/source"
 	"github.com/sluice-dev/sluice/internal/upstream"
 )
+
+// Options configures a Set. The zero value applies tiers whose members are
+// all ready, with pressure unknown, on the real clock.
+type Options struct {
+	// Readiness is read for every admission decision. Nil means every
+	// member is ready.
+	Readiness ReadinessView
+	// Rechecker is told which members a readmission makes eligible
+	// (docs/ROUTER.md#5-configuration-changes). Nil rechecks none.
+	Rechecker Rechecker
+	// Pressure is read for every admission decision of a Capacity tier.
+	// Nil means every member's pressure is unknown.
+	Pressure PressureView
+	// HostAddrs returns this host's addresses. Apply reads it when a tier
+	// with memberLocality SameHost names a member whose endpoint host is
+	// not loopback, at most once per snapshot; such a member must have one
+	// of these addresses. Nil means InterfaceAddrs.
+	HostAddrs HostAddrs
+	// Clock runs the tiers' admission owners (their queues' waits) when it
+	// implements clock.Clock. Nil means the real clock.
+	Clock clock.PassiveClock
+	// AdmissionOptions are added to the options of every tier's admission
+	// owner the Set creates (admission.New), such as admission.WithQueued.
+	// Nil adds none.
+	AdmissionOptions []admission.Option
+	// Retain is called by Apply, once per snapshot and before the next
+	// Apply, with the endpoint addresses (upstream.Target.Addr) of the
+	// members of the tiers served after it: the member connections worth
+	// keeping. Nil calls nothing.
+	Retain func(addrs map[string]bool)
+	// Logger receives the refused configurations, once per refused
+	// generation. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Set is the tiers one router serves: it applies source snapshots (Plan,
+// Apply) and holds the table in force, which the request path reads
+// lock-free (Table), and it builds every admission decision's inputs from
+// completed readiness and pressure snapshots (Inputs). Create it with New.
+// All methods are safe for concurrent use.
+type Set struct {
+	readiness        ReadinessView
+	recheck          Rechecker
+	pressure         PressureView
+	hostAddrs        HostAddrs
+	clock            clock.PassiveClock
+	admissionOptions []admission.Option
+	retain           func(addrs map[string]bool)
+	log              *slog.Logger
+
+	table   atomic.Pointer[Table] // read lock-free by every request.
+	applyMu sync.Mutex            // serializes Apply.
+	// loggedFailures are the apply failures of the last Apply, so that a
+	// refused generation is logged once; guarded by applyMu.
+	loggedFailures map[string]ApplyFailure
+	// addrsFailed says the last Apply could not read hostAddrs; guarded by
+	// applyMu.
+	addrsFailed bool
+}
+
+// New returns a Set with no tiers: its table names no alias until the
+// first Apply.
+func New(opts Options) *Set {
+	set := &Set{
+		readiness:        opts.Readiness,
+		recheck:          opts.Rechecker,
+		pressure:         opts.Pressure,
+		hostAddrs:        opts.HostAddrs,
+		clock:            opts.Clock,
+		admissionOptions: opts.AdmissionOptions,
+		retain:           opts.Retain,
+		log:              opts.Logger,
+	}
+	if set.hostAddrs == nil {
+		set.hostAddrs = InterfaceAddrs
+	}
+	if set.clock == nil {
+		set.clock = clock.RealClock{}
+	}
+	if set.log == nil {
+		set.log = slog.New(slog.DiscardHandler)
+	}
+	set.table.Store(&Table{aliases: map[string]aliasEntry{}, models: modelsBody(nil)})
+	return set
+}
+
+// Table returns the table in force. It never waits.
+func (set *Set) Table() *Table { return set.table.Load() }
+
+// Readiness returns the readiness view the Set reads, nil when every
+// member is ready.
+func (set *Set) Readiness() ReadinessView { return set.readiness }
+
+// Pressure returns the pressure view the Set reads, nil when every
+// member's pressure is unknown.
+func (set *Set) Pressure() PressureView { return set.pressure }
+
+// Clock returns the clock the tiers' admission owners run on, which times
+// their queues' waits.
+func (set *Set) Clock() clock.PassiveClock { return set.clock }
+
+// Dispatch admits the requests waiting in every tier's queue that a member
+// can admit now. cmd/router calls it after each readiness probe, so that a
+// member turning ready takes waiting requests at once; releases,
+// readmissions and reconfigurations dispatch by themselves.
+func (set *Set) Dispatch() {
+	for _, ts := range set.table.Load().served {
+		ts.admission.Dispatch()
+	}
+}
 
 // removedReason is the tier quiesce reason the router sets on a tier that
 // left the configuration while it still holds leases: it admits nothing
 // more, and a drain of it waits for its last lease.
 const removedReason = "removed"
 
-// tierState is the router's state of one tier key. It outlives
-// reconfigurations, so admission counts survive them, and it outlives the
-// tier's removal until its last lease is released.
-type tierState struct {
+// Tier is the state of one tier key. It outlives reconfigurations, so
+// admission counts survive them, and it outlives the tier's removal until
+// its last lease is released.
+type Tier struct {
 	key       string
-	tierName  []string // {key}, the X-Sluice-Tier header value; never appended to.
+	header    []string // {key}, the X-Sluice-Tier header value; never appended to.
 	admission *admission.Tier
-	cfg       atomic.Pointer[tierConfig]
+	cfg       atomic.Pointer[Config]
 }
 
-// tierConfig is one applied configuration of a tier. It is immutable.
-type tierConfig struct {
+// Key returns the tier's namespace/name.
+func (t *Tier) Key() string { return t.key }
+
+// Header returns the X-Sluice-Tier header value of the tier's responses,
+// {Key}: shared, never appended to.
+func (t *Tier) Header() []string { return t.header }
+
+// Admission returns the tier's admission owner.
+func (t *Tier) Admission() *admission.Tier { return t.admission }
+
+// Config returns the tier's configuration in force. Every tier a Table
+// holds has one.
+func (t *Tier) Config() *Config { return t.cfg.Load() }
+
+// Config is one applied configuration of a tier. It is immutable.
+type Config struct {
 	tier          source.Tier     // as applied; Spec is the source's own copy.
 	strategy      bounds.Strategy // empty for a direct tier.
 	ids           []string        // sorted member ids.
-	members       []memberRoute   // sorted by id, parallel to ids.
-	allReady      map[string]bool // every member ready, for a Router without readiness; read-only.
+	members       []Member        // sorted by id, parallel to ids.
+	allReady      map[string]bool // every member ready, for a Set without readiness; read-only.
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
 	// upstreamModel is the JSON string that replaces the model a request
@@ -53,32 +179,25 @@ type tierConfig struct {
 	upstreamModel []byte
 }
 
-// memberRoute is where one member is reached.
-type memberRoute struct {
-	id         string
-	memberName []string // {id}, the X-Sluice-Member header value; never appended to.
-	// target is the member's endpoint as the member client dials it.
-	target upstream.Target
-}
+// Source returns the source tier the configuration was applied from.
+func (c *Config) Source() source.Tier { return c.tier }
 
-// newMemberRoute returns the route of member id at endpoint u, an absolute
-// http or https URL. Its path, query and user info are not used: requests
-// go to the path of their route, with their query normalised
-// (exchange.prepare).
-func newMemberRoute(id string, u *url.URL) memberRoute {
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	return memberRoute{id: id, memberName: []string{id}, target: upstream.Target{Addr: net.JoinHostPort(u.Hostname(), port),
-		Scheme: u.Scheme, Host: u.Host, ServerName: u.Hostname()}}
-}
+// IDs returns the ids of the tier's members, sorted; read-only.
+func (c *Config) IDs() []string { return c.ids }
 
-// member returns the route of member id, or nil.
-func (c *tierConfig) member(id string) *memberRoute {
+// HeaderTimeout returns the tier's responseHeaderTimeout.
+func (c *Config) HeaderTimeout() time.Duration { return c.headerTimeout }
+
+// IdleTimeout returns the tier's idleTimeout.
+func (c *Config) IdleTimeout() time.Duration { return c.idleTimeout }
+
+// UpstreamModel returns the JSON string that replaces the model a request
+// names before it goes upstream, the tier's servedModel, or nil when the
+// body goes unchanged (upstreamModel: Alias); read-only.
+func (c *Config) UpstreamModel() []byte { return c.upstreamModel }
+
+// Member returns the route of member id, or nil.
+func (c *Config) Member(id string) *Member {
 	for i := range c.members {
 		if c.members[i].id == id {
 			return &c.members[i]
@@ -87,36 +206,104 @@ func (c *tierConfig) member(id string) *memberRoute {
 	return nil
 }
 
+// Member is where one member of a tier is reached. It is immutable.
+type Member struct {
+	id     string
+	header []string // {id}, the X-Sluice-Member header value; never appended to.
+	// target is the member's endpoint as the member client dials it.
+	target upstream.Target
+}
+
+// ID returns the member's id.
+func (m *Member) ID() string { return m.id }
+
+// Header returns the X-Sluice-Member header value of the member's
+// responses, {ID}: shared, never appended to.
+func (m *Member) Header() []string { return m.header }
+
+// Target returns the member's endpoint as the member client dials it;
+// read-only.
+func (m *Member) Target() *upstream.Target { return &m.target }
+
+// newMember returns the route of member id at endpoint u, an absolute
+// http or https URL. Its path, query and user info are not used: requests
+// go to the path of their route, with their query normalised.
+func newMember(id string, u *url.URL) Member {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return Member{id: id, header: []string{id}, target: upstream.Target{Addr: net.JoinHostPort(u.Hostname(), port),
+		Scheme: u.Scheme, Host: u.Host, ServerName: u.Hostname()}}
+}
+
 // aliasEntry is one alias of the table: the tier and the alias string itself
 // (so the request path need not allocate one).
 type aliasEntry struct {
 	alias string
-	tier  *tierState
+	tier  *Tier
 }
 
-// table is one immutable routing table, swapped atomically by Apply.
-type table struct {
+// Table is one immutable table of the tiers in force, swapped atomically
+// by Apply; the request path reads it lock-free.
+type Table struct {
 	loaded      bool                  // a source snapshot was applied.
 	aliases     map[string]aliasEntry // alias → tier.
-	served      []*tierState          // sorted by key.
-	retired     []*tierState          // removed but holding leases, sorted by key.
+	served      []*Tier               // sorted by key.
+	retired     []*Tier               // removed but holding leases, sorted by key.
 	rejected    []source.Rejection
 	fileErrors  []source.FileError
-	applyErrors map[string]applyFailure // tier key → its configuration that was not applied.
+	applyErrors map[string]ApplyFailure // tier key → its configuration that was not applied.
 	models      []byte                  // the GET /v1/models body.
 }
 
-// applyFailure is a tier configuration the router could not apply.
-type applyFailure struct {
-	namespace, name string
-	generation      int64  // the refused configuration's; zero in files mode.
-	message         string // why, without endpoints or field values.
+// Loaded reports whether a source snapshot was applied.
+func (t *Table) Loaded() bool { return t.loaded }
+
+// Served returns the tiers served, sorted by key; read-only.
+func (t *Table) Served() []*Tier { return t.served }
+
+// Retired returns the tiers that left the configuration but still hold
+// leases, sorted by key; read-only.
+func (t *Table) Retired() []*Tier { return t.retired }
+
+// Rejected returns the tiers the source rejected; read-only.
+func (t *Table) Rejected() []source.Rejection { return t.rejected }
+
+// FileErrors returns the source's file errors (files mode); read-only.
+func (t *Table) FileErrors() []source.FileError { return t.fileErrors }
+
+// ApplyErrors returns, by tier key, the configurations of the last
+// snapshot that were not applied; read-only.
+func (t *Table) ApplyErrors() map[string]ApplyFailure { return t.applyErrors }
+
+// Models returns the GET /v1/models body listing the aliases; read-only.
+func (t *Table) Models() []byte { return t.models }
+
+// Alias returns the tier an alias names and the alias as a string, without
+// allocating.
+func (t *Table) Alias(name []byte) (alias string, tier *Tier, ok bool) {
+	e, ok := t.aliases[string(name)]
+	return e.alias, e.tier, ok
 }
 
-// lookup returns the state of the tier key and whether it is served; a
-// retired tier is found but not served.
-func (t *table) lookup(key string) (*tierState, bool) {
-	for i, list := range [][]*tierState{t.served, t.retired} {
+// ApplyFailure is a tier configuration the Set could not apply.
+type ApplyFailure struct {
+	// Namespace and Name name the tier.
+	Namespace, Name string
+	// Generation is the refused configuration's; zero in files mode.
+	Generation int64
+	// Message says why, without endpoints or field values.
+	Message string
+}
+
+// Lookup returns the tier key and whether it is served; a retired tier is
+// found but not served.
+func (t *Table) Lookup(key string) (*Tier, bool) {
+	for i, list := range [][]*Tier{t.served, t.retired} {
 		j := sort.Search(len(list), func(j int) bool { return list[j].key >= key })
 		if j < len(list) && list[j].key == key {
 			return list[j], i == 0
@@ -128,9 +315,9 @@ func (t *table) lookup(key string) (*tierState, bool) {
 // newTierConfig converts a source tier into the router's configuration and
 // the admission configuration and intent to apply with it. addrs are this
 // host's addresses, for the tier's member locality.
-func newTierConfig(t source.Tier, addrs *hostAddrSet) (*tierConfig, admission.Config, admission.Intent, error) {
+func newTierConfig(t source.Tier, addrs *hostAddrSet) (*Config, admission.Config, admission.Intent, error) {
 	s := &t.Spec
-	cfg := &tierConfig{tier: t, headerTimeout: v1alpha1.DefaultResponseHeaderTimeout, idleTimeout: v1alpha1.DefaultIdleTimeout}
+	cfg := &Config{tier: t, headerTimeout: v1alpha1.DefaultResponseHeaderTimeout, idleTimeout: v1alpha1.DefaultIdleTimeout}
 	if u := s.Upstream; u != nil {
 		if u.ResponseHeaderTimeout != nil {
 			cfg.headerTimeout = u.ResponseHeaderTimeout.Duration
@@ -141,7 +328,7 @@ func newTierConfig(t source.Tier, addrs *hostAddrSet) (*tierConfig, admission.Co
 	}
 	cfg.strategy = s.EffectiveStrategy()
 	if s.EffectiveUpstreamModel() == v1alpha1.UpstreamModelServedModel {
-		cfg.upstreamModel = jsonString(s.ServedModel)
+		cfg.upstreamModel = reqbody.Quote(s.ServedModel)
 	}
 	acfg := admission.Config{Strategy: cfg.strategy, Queue: admissionQueue(s.Queue)}
 	if s.MaxConcurrency != nil {
@@ -161,9 +348,9 @@ func newTierConfig(t source.Tier, addrs *hostAddrSet) (*tierConfig, admission.Co
 			mc.MaxConcurrency = int(*m.MaxConcurrency)
 		}
 		acfg.Members = append(acfg.Members, mc)
-		cfg.members = append(cfg.members, newMemberRoute(m.ID, u))
+		cfg.members = append(cfg.members, newMember(m.ID, u))
 	}
-	slices.SortFunc(cfg.members, func(a, b memberRoute) int {
+	slices.SortFunc(cfg.members, func(a, b Member) int {
 		switch {
 		case a.id < b.id:
 			return -1
@@ -208,15 +395,6 @@ func admissionQueue(q *v1alpha1.QueueSpec) *admission.Queue {
 	return out
 }
 
-// jsonString returns s as a JSON string, with no HTML escaping.
-func jsonString(s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes; invalid UTF-8 becomes U+FFFD.
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
-
 // Apply installs a complete source snapshot. Each served tier is applied
 // atomically with admission.Tier.Apply (membership, ceilings and quiesce
 // intent together): retained members keep their counts, removed members
@@ -229,29 +407,29 @@ func jsonString(s string) []byte {
 // requests and with itself. It returns what it put in force, for the
 // caller's summary; it logs only the refused configurations (once per
 // refused generation).
-func (rt *Router) Apply(s source.Snapshot) ApplyResult {
-	rt.applyMu.Lock()
-	defer rt.applyMu.Unlock()
-	old := rt.table.Load()
-	known := map[string]*tierState{}
+func (set *Set) Apply(s source.Snapshot) ApplyResult {
+	set.applyMu.Lock()
+	defer set.applyMu.Unlock()
+	old := set.table.Load()
+	known := map[string]*Tier{}
 	for _, ts := range slices.Concat(old.served, old.retired) {
 		known[ts.key] = ts
 	}
-	next := &table{
+	next := &Table{
 		loaded:      true,
 		aliases:     map[string]aliasEntry{},
 		rejected:    s.Rejected,
 		fileErrors:  s.Errors,
-		applyErrors: map[string]applyFailure{},
+		applyErrors: map[string]ApplyFailure{},
 	}
-	addrs := &hostAddrSet{source: rt.hostAddrs} // read at most once, when a SameHost tier needs it.
+	addrs := &hostAddrSet{source: set.hostAddrs} // read at most once, when a SameHost tier needs it.
 	for _, t := range s.Tiers {
-		ts, err := rt.applyTier(known[t.Key], t, addrs)
+		ts, err := set.applyTier(known[t.Key], t, addrs)
 		if err != nil {
-			f := applyFailure{namespace: t.Namespace, name: t.Name, generation: t.Generation, message: err.Error()}
+			f := ApplyFailure{Namespace: t.Namespace, Name: t.Name, Generation: t.Generation, Message: err.Error()}
 			next.applyErrors[t.Key] = f
-			if rt.loggedFailures[t.Key] != f { // once per refused generation, not once per snapshot.
-				rt.log.Warn("tier not applied", "tier", t.Key, "generation", t.Generation, "error", f.message)
+			if set.loggedFailures[t.Key] != f { // once per refused generation, not once per snapshot.
+				set.log.Warn("tier not applied", "tier", t.Key, "generation", t.Generation, "error", f.Message)
 			}
 		}
 		if ts == nil {
@@ -271,20 +449,22 @@ func (rt *Router) Apply(s source.Snapshot) ApplyResult {
 			next.retired = append(next.retired, ts)
 		}
 	}
-	if addrs.err != nil && !rt.addrsFailed {
+	if addrs.err != nil && !set.addrsFailed {
 		// The cause is not logged: it is raw Go error text.
-		rt.log.Warn("host addresses could not be read: SameHost tiers accept loopback members only")
+		set.log.Warn("host addresses could not be read: SameHost tiers accept loopback members only")
 	}
-	rt.addrsFailed = addrs.err != nil
-	rt.loggedFailures = next.applyErrors
+	set.addrsFailed = addrs.err != nil
+	set.loggedFailures = next.applyErrors
 	slices.SortFunc(next.served, byKey)
 	slices.SortFunc(next.retired, byKey)
 	next.models = modelsBody(next.aliases)
-	rt.table.Store(next)
-	rt.members.CloseIdleExcept(next.memberAddrs())
+	set.table.Store(next)
+	if set.retain != nil {
+		set.retain(next.memberAddrs())
+	}
 	applied := ApplyResult{Served: len(next.served)}
 	for key, f := range next.applyErrors {
-		applied.Refused = append(applied.Refused, RefusedTier{Key: key, Message: f.message})
+		applied.Refused = append(applied.Refused, RefusedTier{Key: key, Message: f.Message})
 	}
 	slices.SortFunc(applied.Refused, func(a, b RefusedTier) int { return cmp.Compare(a.Key, b.Key) })
 	return applied
@@ -317,16 +497,16 @@ type RefusedTier struct {
 // router sends to it, and an endpoint the router refuses is never probed
 // or sampled. Host addresses are read again by Apply; a change in between
 // only delays a member's readiness to the next snapshot.
-func (rt *Router) Plan(s source.Snapshot) source.Snapshot {
-	tab := rt.table.Load()
-	addrs := &hostAddrSet{source: rt.hostAddrs}
+func (set *Set) Plan(s source.Snapshot) source.Snapshot {
+	tab := set.table.Load()
+	addrs := &hostAddrSet{source: set.hostAddrs}
 	plan := source.Snapshot{Tiers: make([]source.Tier, 0, len(s.Tiers))}
 	for _, t := range s.Tiers {
 		if _, _, _, err := newTierConfig(t, addrs); err == nil {
 			plan.Tiers = append(plan.Tiers, t)
 			continue
 		}
-		if ts, served := tab.lookup(t.Key); served {
+		if ts, served := tab.Lookup(t.Key); served {
 			plan.Tiers = append(plan.Tiers, ts.cfg.Load().tier)
 		}
 	}
@@ -341,7 +521,7 @@ func (rt *Router) Plan(s source.Snapshot) source.Snapshot {
 // the Rechecker (docs/ROUTER.md#5-configuration-changes), so that the
 // member is not ready by the time admission can pick it, and stays out
 // until a probe started after the readmission passes.
-func (rt *Router) applyTier(ts *tierState, t source.Tier, addrs *hostAddrSet) (*tierState, error) {
+func (set *Set) applyTier(ts *Tier, t source.Tier, addrs *hostAddrSet) (*Tier, error) {
 	cfg, acfg, intent, err := newTierConfig(t, addrs)
 	if err != nil {
 		if ts != nil && ts.cfg.Load() == nil {
@@ -350,25 +530,25 @@ func (rt *Router) applyTier(ts *tierState, t source.Tier, addrs *hostAddrSet) (*
 		return ts, err
 	}
 	if ts == nil {
-		ts = &tierState{key: t.Key, tierName: []string{t.Key}}
+		ts = &Tier{key: t.Key, header: []string{t.Key}}
 		opts := []admission.Option{admission.WithInputs(func() admission.Inputs {
 			cfg := ts.cfg.Load()
 			if cfg == nil {
 				return admission.Inputs{} // refused as invalid: nothing waits before the first configuration.
 			}
-			return rt.inputs(ts.key, ts.admission, cfg)
+			return set.Inputs(ts, cfg)
 		})}
-		if c, ok := rt.clock.(clock.Clock); ok {
+		if c, ok := set.clock.(clock.Clock); ok {
 			opts = append(opts, admission.WithClock(c))
 		}
-		adm, err := admission.New(acfg, append(opts, rt.admissionOptions...)...)
+		adm, err := admission.New(acfg, append(opts, set.admissionOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidTier, err)
 		}
 		ts.admission = adm
-	} else if rt.recheck != nil {
+	} else if set.recheck != nil {
 		for _, id := range readmitted(ts.admission.Snapshot(), intent, cfg.ids) {
-			rt.recheck.Recheck(t.Key, id)
+			set.recheck.Recheck(t.Key, id)
 		}
 	}
 	if err := ts.admission.Apply(acfg, intent); err != nil {
@@ -412,22 +592,22 @@ func readmitted(in admission.Snapshot, intent admission.Intent, ids []string) []
 // Status reports take the generation from here, never from the snapshot,
 // so they never claim a generation the router does not serve. Applied
 // never waits.
-func (rt *Router) Applied() []adminapi.AppliedTier {
-	tab := rt.table.Load()
+func (set *Set) Applied() []adminapi.AppliedTier {
+	tab := set.table.Load()
 	out := make([]adminapi.AppliedTier, 0, len(tab.served)+len(tab.applyErrors))
 	for _, ts := range tab.served {
 		cfg := ts.cfg.Load()
 		at := adminapi.AppliedTier{Key: ts.key, Namespace: cfg.tier.Namespace, Name: cfg.tier.Name,
 			Generation: cfg.tier.Generation, Members: slices.Clone(cfg.ids)}
 		if f, failed := tab.applyErrors[ts.key]; failed {
-			at.ApplyError, at.FailedGeneration = f.message, f.generation
+			at.ApplyError, at.FailedGeneration = f.Message, f.Generation
 		}
 		out = append(out, at)
 	}
 	for key, f := range tab.applyErrors {
-		if _, served := tab.lookup(key); !served {
-			out = append(out, adminapi.AppliedTier{Key: key, Namespace: f.namespace, Name: f.name, Members: []string{},
-				ApplyError: f.message, FailedGeneration: f.generation})
+		if _, served := tab.Lookup(key); !served {
+			out = append(out, adminapi.AppliedTier{Key: key, Namespace: f.Namespace, Name: f.Name, Members: []string{},
+				ApplyError: f.Message, FailedGeneration: f.Generation})
 		}
 	}
 	slices.SortFunc(out, func(a, b adminapi.AppliedTier) int { return strings.Compare(a.Key, b.Key) })
@@ -435,7 +615,7 @@ func (rt *Router) Applied() []adminapi.AppliedTier {
 }
 
 // byKey orders tier states by key.
-func byKey(a, b *tierState) int {
+func byKey(a, b *Tier) int {
 	switch {
 	case a.key < b.key:
 		return -1
@@ -478,7 +658,7 @@ func modelsBody(aliases map[string]aliasEntry) []byte {
 
 // memberAddrs returns the addresses of the members of the table's served
 // tiers: the connections worth keeping after a reconfiguration.
-func (t *table) memberAddrs() map[string]bool {
+func (t *Table) memberAddrs() map[string]bool {
 	addrs := map[string]bool{}
 	for _, ts := range t.served {
 		for _, m := range ts.cfg.Load().members {

@@ -1,4 +1,4 @@
-package router
+package handover
 
 import (
 	"bufio"
@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
-// HandoverVersion names the handover protocol the hello carries
+// Version names the handover protocol the hello carries
 // (docs/ROUTER.md#81-handing-the-ports-over).
-const HandoverVersion = "sluice-handover/1"
+const Version = "sluice-handover/1"
 
 // Bounds of the handover protocol.
 const (
@@ -58,23 +59,23 @@ type handoverCount struct {
 	Count  int    `json:"count"`
 }
 
-// HandoverGate decides whether ServeHandover hands this router's admission
+// Gate decides whether Serve hands this router's admission
 // over to a successor whose hello was valid. Its zero value accepts every
 // such successor.
-type HandoverGate struct {
+type Gate struct {
 	// Hello, when set, is called once the successor's hello was read and
 	// found valid, before anything is handed over: the caller stops
 	// sending requests to this router's admission there and returns true,
 	// or returns false to refuse this successor (another took the
-	// admission over first), and ServeHandover then returns
-	// ErrHandoverRefused having handed nothing over.
+	// admission over first), and Serve then returns
+	// ErrRefused having handed nothing over.
 	Hello func() bool
 }
 
-// ServeHandover hands this router's admission over to its successor on
+// Serve hands this router's admission over to its successor on
 // conn (docs/ROUTER.md#81-handing-the-ports-over). It reads the
 // successor's hello (the caller bounds the wait with conn's read
-// deadline, which ServeHandover lifts once the hello is read, and ctx
+// deadline, which Serve lifts once the hello is read, and ctx
 // ending cuts it short), asks gate.Hello, then, tier by tier (served and
 // removed tiers still holding leases), stops admitting and records the
 // leases held (admission.Tier.HandOver), sends them as the snapshot, and
@@ -89,22 +90,22 @@ type HandoverGate struct {
 // ctx should end only after the front door's server shut down. Before
 // the hello it returns ctx.Err() when ctx ends, an error wrapping
 // os.ErrDeadlineExceeded when the deadline passed, one wrapping
-// ErrSuccessorGone when the peer closed the channel, ErrHandoverProtocol
-// for a bad hello, and ErrHandoverRefused when gate.Hello refused; after
+// ErrSuccessorGone when the peer closed the channel, ErrProtocol
+// for a bad hello, and ErrRefused when gate.Hello refused; after
 // it, an error wrapping ErrSuccessorGone when the successor closes the
 // channel or a write to it fails, the tiers admitting again before it
 // returns. It closes conn.
-func (rt *Router) ServeHandover(ctx context.Context, conn net.Conn, gate HandoverGate) error {
+func Serve(ctx context.Context, set *tiers.Set, conn net.Conn, gate Gate) error {
 	defer func() { _ = conn.Close() }()
 	r := newHandoverReader(conn)
 	if err := readHello(ctx, conn, r); err != nil {
 		return err
 	}
 	if gate.Hello != nil && !gate.Hello() {
-		return ErrHandoverRefused
+		return ErrRefused
 	}
 	signal := make(chan struct{}, 1)
-	tab := rt.table.Load()
+	tab := set.Table()
 	type handedTier struct {
 		key string
 		h   *admission.Handover
@@ -116,16 +117,16 @@ func (rt *Router) ServeHandover(ctx context.Context, conn net.Conn, gate Handove
 		}
 	}
 	var snapshot []handoverCount
-	for _, ts := range slices.Concat(tab.served, tab.retired) {
-		h, counts, err := ts.admission.HandOver(signal)
+	for _, ts := range slices.Concat(tab.Served(), tab.Retired()) {
+		h, counts, err := ts.Admission().HandOver(signal)
 		if err != nil {
 			cancelAll()
-			return fmt.Errorf("%w: tier %s: %w", ErrHandedOverAlready, ts.key, err)
+			return fmt.Errorf("%w: tier %s: %w", ErrHandedOverAlready, ts.Key(), err)
 		}
-		tiers = append(tiers, handedTier{key: ts.key, h: h})
+		tiers = append(tiers, handedTier{key: ts.Key(), h: h})
 		for _, c := range counts {
 			if c.Active > 0 {
-				snapshot = append(snapshot, handoverCount{Tier: ts.key, Member: c.Member, Count: c.Active})
+				snapshot = append(snapshot, handoverCount{Tier: ts.Key(), Member: c.Member, Count: c.Active})
 			}
 		}
 	}
@@ -166,7 +167,7 @@ func (rt *Router) ServeHandover(ctx context.Context, conn net.Conn, gate Handove
 	}
 }
 
-// AdoptedLeases is what AdoptHandover adopted from the predecessor's
+// AdoptedLeases is what Adopt adopted from the predecessor's
 // snapshot.
 type AdoptedLeases struct {
 	// Adopted is the number of leases adopted.
@@ -176,7 +177,7 @@ type AdoptedLeases struct {
 	Ignored int
 }
 
-// Adoption observes AdoptHandover. Its zero value observes nothing.
+// Adoption observes Adopt. Its zero value observes nothing.
 type Adoption struct {
 	// Adopted, when set, is called once with what the snapshot adopted,
 	// before any change is applied: the caller opens its front door then.
@@ -186,7 +187,7 @@ type Adoption struct {
 	Changed func()
 }
 
-// AdoptHandover takes its predecessor's admission over on conn
+// Adopt takes its predecessor's admission over on conn
 // (docs/ROUTER.md#81-handing-the-ports-over): it sends the hello, reads
 // the snapshot (the caller bounds the wait with conn's deadline) and
 // checks it whole against this router's ceilings before adopting anything
@@ -204,15 +205,15 @@ type Adoption struct {
 //
 // It returns nil when the predecessor closed the channel after the
 // snapshot, ctx.Err() when ctx ended, and an error (wrapping
-// ErrHandoverProtocol for a malformed message, ErrHandoverBounds for
+// ErrProtocol for a malformed message, ErrBounds for
 // counts past the ceilings) otherwise; o.Adopted is not called when the
 // snapshot did not arrive or was refused.
-func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) error {
+func Adopt(ctx context.Context, set *tiers.Set, conn net.Conn, o Adoption) error {
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 	defer func() { _ = conn.Close() }()
 	w := handoverWriter{conn: conn}
-	if err := w.write(handoverMessage{Kind: kindHello, Version: HandoverVersion}); err != nil {
+	if err := w.write(handoverMessage{Kind: kindHello, Version: Version}); err != nil {
 		return ctxOr(ctx, err)
 	}
 	r := newHandoverReader(conn)
@@ -221,10 +222,10 @@ func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) 
 		return ctxOr(ctx, err)
 	}
 	if snap.Kind != kindSnapshot {
-		return fmt.Errorf("%w: the first message is not a snapshot", ErrHandoverProtocol)
+		return fmt.Errorf("%w: the first message is not a snapshot", ErrProtocol)
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	leases := adoptedLeases{rt: rt, held: map[adoptedKey][]*admission.Lease{}, tiers: map[string]int{}}
+	leases := adoptedLeases{set: set, held: map[adoptedKey][]*admission.Lease{}, tiers: map[string]int{}}
 	defer leases.releaseAll()
 	if err := leases.check(snap.Counts); err != nil {
 		return err
@@ -247,7 +248,7 @@ func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) 
 			return ctxOr(ctx, err)
 		}
 		if m.Kind != kindChanges {
-			return fmt.Errorf("%w: %q where changes were expected", ErrHandoverProtocol, m.Kind)
+			return fmt.Errorf("%w: %q where changes were expected", ErrProtocol, m.Kind)
 		}
 		for _, c := range m.Counts {
 			switch c.Count {
@@ -258,7 +259,7 @@ func (rt *Router) AdoptHandover(ctx context.Context, conn net.Conn, o Adoption) 
 					return err
 				}
 			default:
-				return fmt.Errorf("%w: change %d", ErrHandoverProtocol, c.Count)
+				return fmt.Errorf("%w: change %d", ErrProtocol, c.Count)
 			}
 		}
 		if o.Changed != nil {
@@ -283,8 +284,8 @@ func readHello(ctx context.Context, conn net.Conn, r handoverReader) error {
 	switch {
 	case err != nil:
 		return err
-	case hello.Kind != kindHello || hello.Version != HandoverVersion:
-		return fmt.Errorf("%w: hello %q %q, want %q", ErrHandoverProtocol, hello.Kind, hello.Version, HandoverVersion)
+	case hello.Kind != kindHello || hello.Version != Version:
+		return fmt.Errorf("%w: hello %q %q, want %q", ErrProtocol, hello.Kind, hello.Version, Version)
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	return nil
@@ -302,11 +303,11 @@ func ctxOr(ctx context.Context, err error) error {
 // adoptedKey names one member of one tier.
 type adoptedKey struct{ tier, member string }
 
-// adoptedLeases are the leases AdoptHandover holds for its predecessor. A
+// adoptedLeases are the leases Adopt holds for its predecessor. A
 // release of a member with no adopted lease left (one that was ignored)
 // does nothing.
 type adoptedLeases struct {
-	rt    *Router
+	set   *tiers.Set
 	mu    sync.Mutex
 	held  map[adoptedKey][]*admission.Lease
 	tiers map[string]int // tier key → leases held of it.
@@ -326,11 +327,11 @@ type adoptionBound struct {
 // bound returns the adoption bound of member in tier, or false when this
 // router does not serve the tier or the member (its leases are ignored).
 func (a *adoptedLeases) bound(tier, member string) (adoptionBound, bool) {
-	ts, served := a.rt.table.Load().lookup(tier)
+	ts, served := a.set.Table().Lookup(tier)
 	if !served {
 		return adoptionBound{}, false
 	}
-	s := ts.admission.Snapshot()
+	s := ts.Admission().Snapshot()
 	i := slices.IndexFunc(s.Members, func(m admission.MemberSnapshot) bool { return m.ID == member && !m.Removed })
 	if i < 0 {
 		return adoptionBound{}, false
@@ -357,14 +358,14 @@ func (a *adoptedLeases) check(counts []handoverCount) error {
 	for _, c := range counts {
 		switch {
 		case c.Count <= 0:
-			return fmt.Errorf("%w: snapshot count %d", ErrHandoverProtocol, c.Count)
+			return fmt.Errorf("%w: snapshot count %d", ErrProtocol, c.Count)
 		case c.Count > admission.MaxConcurrency:
-			return fmt.Errorf("%w: %d leases of member %q of tier %s in one count, more than any member holds", ErrHandoverBounds, c.Count, c.Member, c.Tier)
+			return fmt.Errorf("%w: %d leases of member %q of tier %s in one count, more than any member holds", ErrBounds, c.Count, c.Member, c.Tier)
 		}
 		k := adoptedKey{c.Tier, c.Member}
 		sums[k] += c.Count
 		if sums[k] > admission.MaxConcurrency {
-			return fmt.Errorf("%w: %d leases of member %q of tier %s, more than any member holds", ErrHandoverBounds, sums[k], c.Member, c.Tier)
+			return fmt.Errorf("%w: %d leases of member %q of tier %s, more than any member holds", ErrBounds, sums[k], c.Member, c.Tier)
 		}
 	}
 	type tierSum struct{ held, ceiling int }
@@ -375,13 +376,13 @@ func (a *adoptedLeases) check(counts []handoverCount) error {
 			continue
 		}
 		if n > b.member {
-			return fmt.Errorf("%w: %d leases of member %q of tier %s, its bound is %d", ErrHandoverBounds, n, k.member, k.tier, b.member)
+			return fmt.Errorf("%w: %d leases of member %q of tier %s, its bound is %d", ErrBounds, n, k.member, k.tier, b.member)
 		}
 		tiers[k.tier] = tierSum{held: tiers[k.tier].held + n, ceiling: b.tier}
 	}
 	for tier, s := range tiers {
 		if s.ceiling > 0 && s.held > s.ceiling {
-			return fmt.Errorf("%w: %d leases of tier %s, its ceiling is %d", ErrHandoverBounds, s.held, tier, s.ceiling)
+			return fmt.Errorf("%w: %d leases of tier %s, its ceiling is %d", ErrBounds, s.held, tier, s.ceiling)
 		}
 	}
 	return nil
@@ -391,7 +392,7 @@ func (a *adoptedLeases) check(counts []handoverCount) error {
 // n, or 0 when this router does not serve the tier or the member. The
 // caller checked n against the bounds.
 func (a *adoptedLeases) adopt(tier, member string, n int) int {
-	ts, served := a.rt.table.Load().lookup(tier)
+	ts, served := a.set.Table().Lookup(tier)
 	if !served {
 		return 0
 	}
@@ -399,7 +400,7 @@ func (a *adoptedLeases) adopt(tier, member string, n int) int {
 	defer a.mu.Unlock()
 	k := adoptedKey{tier, member}
 	for i := range n {
-		l, err := ts.admission.Adopt(member)
+		l, err := ts.Admission().Adopt(member)
 		if err != nil {
 			return i
 		}
@@ -412,7 +413,7 @@ func (a *adoptedLeases) adopt(tier, member string, n int) int {
 // reserve adopts one more lease of member in tier, the predecessor's
 // reservation after its snapshot, unless it would pass the member's
 // adoption bound or the tier's ceiling: it then returns an error wrapping
-// ErrHandoverBounds. A reservation of a tier or member this router does
+// ErrBounds. A reservation of a tier or member this router does
 // not serve is ignored.
 func (a *adoptedLeases) reserve(tier, member string) error {
 	b, served := a.bound(tier, member)
@@ -423,7 +424,7 @@ func (a *adoptedLeases) reserve(tier, member string) error {
 	held, tierHeld := len(a.held[adoptedKey{tier, member}]), a.tiers[tier]
 	a.mu.Unlock()
 	if held >= b.member || (b.tier > 0 && tierHeld >= b.tier) {
-		return fmt.Errorf("%w: a reservation past %d leases of member %q of tier %s", ErrHandoverBounds, held, member, tier)
+		return fmt.Errorf("%w: a reservation past %d leases of member %q of tier %s", ErrBounds, held, member, tier)
 	}
 	a.adopt(tier, member, 1)
 	return nil
@@ -477,14 +478,14 @@ func (r handoverReader) read(m *handoverMessage) error {
 	if !r.s.Scan() {
 		if err := r.s.Err(); err != nil {
 			if errors.Is(err, bufio.ErrTooLong) {
-				return fmt.Errorf("%w: message over %d bytes", ErrHandoverProtocol, maxHandoverLine)
+				return fmt.Errorf("%w: message over %d bytes", ErrProtocol, maxHandoverLine)
 			}
 			return err
 		}
 		return errHandoverEOF
 	}
 	if err := json.Unmarshal(r.s.Bytes(), m); err != nil {
-		return fmt.Errorf("%w: %w", ErrHandoverProtocol, err)
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
 	return nil
 }

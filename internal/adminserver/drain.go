@@ -1,4 +1,4 @@
-package router
+package adminserver
 
 // The drain wait (POST /admin/v1/tiers/{namespace}/{name}/drain).
 
@@ -25,7 +25,7 @@ const (
 // quiesces, readmits or cancels anything.
 func (a *Admin) drain(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("namespace") + "/" + r.PathValue("name")
-	ts, _ := a.rt.table.Load().lookup(key)
+	ts, _ := a.set.Table().Lookup(key)
 	if ts == nil {
 		errTierNotFound.write(w)
 		return
@@ -42,7 +42,7 @@ func (a *Admin) drain(w http.ResponseWriter, r *http.Request) {
 	member := r.URL.Query().Get("member")
 	scope := admission.TierScope()
 	if member != "" {
-		if len(ts.cfg.Load().ids) == 1 {
+		if len(ts.Config().IDs()) == 1 {
 			// A direct tier's intent is the tier's (docs/API.md): its one
 			// member is never quiesced on its own.
 			errDirectTierMember.write(w)
@@ -52,7 +52,7 @@ func (a *Admin) drain(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	err := ts.admission.Drain(ctx, scope)
+	err := ts.Admission().Drain(ctx, scope)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, adminapi.DrainView{Tier: key, Member: member, Drained: true})

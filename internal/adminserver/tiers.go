@@ -1,4 +1,4 @@
-package router
+package adminserver
 
 // The tiers view (GET /admin/v1/tiers and /admin/v1/tiers/{namespace}/{name}).
 
@@ -8,30 +8,31 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // tierViews returns every served and rejected tier, sorted by tier.
-func (a *Admin) tierViews(tab *table) []adminapi.TierView {
+func (a *Admin) tierViews(tab *tiers.Table) []adminapi.TierView {
 	fileErr := map[string]string{}
-	for _, e := range tab.fileErrors {
+	for _, e := range tab.FileErrors() {
 		fileErr[e.File] = e.Message
 	}
 	views := []adminapi.TierView{}
 	seen := map[string]bool{}
-	for _, ts := range tab.served {
-		v := newTierView(ts.cfg.Load().tier, true, fileErr)
-		v.ApplyError = tab.applyErrors[ts.key].message
+	for _, ts := range tab.Served() {
+		v := newTierView(ts.Config().Source(), true, fileErr)
+		v.ApplyError = tab.ApplyErrors()[ts.Key()].Message
 		views = append(views, v)
-		seen[ts.key] = true
+		seen[ts.Key()] = true
 	}
-	for _, r := range tab.rejected {
+	for _, r := range tab.Rejected() {
 		v := newTierView(r.Tier, false, fileErr)
 		v.Rejection = &adminapi.RejectionView{Reason: string(r.Reason), Message: r.Message}
 		views = append(views, v)
 	}
-	for key, f := range tab.applyErrors {
+	for key, f := range tab.ApplyErrors() {
 		if !seen[key] {
-			views = append(views, adminapi.TierView{Tier: key, ApplyError: f.message, Aliases: []string{}, Members: []adminapi.MemberView{}})
+			views = append(views, adminapi.TierView{Tier: key, ApplyError: f.Message, Aliases: []string{}, Members: []adminapi.MemberView{}})
 		}
 	}
 	slices.SortStableFunc(views, func(a, b adminapi.TierView) int {
@@ -88,9 +89,9 @@ func newTierView(t source.Tier, served bool, fileErr map[string]string) adminapi
 }
 
 func (a *Admin) tiers(w http.ResponseWriter, _ *http.Request) {
-	tab := a.rt.table.Load()
-	view := adminapi.TiersView{Loaded: tab.loaded, Tiers: a.tierViews(tab), SourceErrors: []adminapi.SourceErrorView{}}
-	for _, e := range tab.fileErrors {
+	tab := a.set.Table()
+	view := adminapi.TiersView{Loaded: tab.Loaded(), Tiers: a.tierViews(tab), SourceErrors: []adminapi.SourceErrorView{}}
+	for _, e := range tab.FileErrors() {
 		view.SourceErrors = append(view.SourceErrors, adminapi.SourceErrorView{File: e.File, Message: e.Message})
 	}
 	writeJSON(w, http.StatusOK, view)
@@ -98,7 +99,7 @@ func (a *Admin) tiers(w http.ResponseWriter, _ *http.Request) {
 
 func (a *Admin) tier(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("namespace") + "/" + r.PathValue("name")
-	for _, v := range a.tierViews(a.rt.table.Load()) {
+	for _, v := range a.tierViews(a.set.Table()) {
 		if v.Tier == key {
 			writeJSON(w, http.StatusOK, v)
 			return

@@ -1,4 +1,4 @@
-package router
+package adminserver
 
 // The capacity view (GET /admin/v1/capacity), which status reporting and
 // the capacity metrics read too.
@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/adminapi"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // ceiling returns a ceiling for JSON: nil when unbounded (zero).
@@ -28,11 +29,11 @@ func (a *Admin) capacity(w http.ResponseWriter, _ *http.Request) {
 // Capacity returns the view GET /admin/v1/capacity serves. It reads
 // snapshots and never waits; the router's status reporter calls it.
 func (a *Admin) Capacity() adminapi.CapacityView {
-	tab := a.rt.table.Load()
+	tab := a.set.Table()
 	view := adminapi.CapacityView{Tiers: []adminapi.TierCapacity{}}
-	for _, ts := range slices.Concat(tab.served, tab.retired) {
-		served := slices.Contains(tab.served, ts)
-		snap := ts.admission.Snapshot()
+	for _, ts := range slices.Concat(tab.Served(), tab.Retired()) {
+		served := slices.Contains(tab.Served(), ts)
+		snap := ts.Admission().Snapshot()
 		if !served && snap.Active == 0 {
 			continue
 		}
@@ -50,45 +51,46 @@ func (a *Admin) Capacity() adminapi.CapacityView {
 	return view
 }
 
-// Applied returns Router.Applied: the generation and members in force of
-// every applied tier and the configurations that could not be applied. The
-// router's status reporter calls it.
-func (a *Admin) Applied() []adminapi.AppliedTier { return a.rt.Applied() }
+// Applied returns tiers.Set.Applied: the generation and members in force
+// of every applied tier and the configurations that could not be applied.
+// The router's status reporter calls it.
+func (a *Admin) Applied() []adminapi.AppliedTier { return a.set.Applied() }
 
 // tierQueue projects one tier's queue statistics: the oldest wait is read
-// off the router's clock, which times the queue's waits.
+// off the tiers' clock, which times the queue's waits.
 func (a *Admin) tierQueue(s admission.QueueStats) adminapi.TierQueue {
 	q := adminapi.TierQueue{MaxRequests: ceiling(s.MaxRequests), Waiting: s.Waiting}
 	if !s.Oldest.IsZero() {
-		q.OldestWaitMillis = max(a.rt.clock.Since(s.Oldest).Milliseconds(), 0)
+		q.OldestWaitMillis = max(a.set.Clock().Since(s.Oldest).Milliseconds(), 0)
 	}
 	return q
 }
 
 // tierCapacity projects one tier's admission snapshot, readiness and
 // pressure. Pressure is read with Peek, which schedules nothing.
-func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool) adminapi.TierCapacity {
+func (a *Admin) tierCapacity(ts *tiers.Tier, snap admission.Snapshot, served bool) adminapi.TierCapacity {
 	tc := adminapi.TierCapacity{
-		Tier:           ts.key,
+		Tier:           ts.Key(),
 		Strategy:       bounds.StrategyName(snap.Strategy),
 		Active:         snap.Active,
 		MaxConcurrency: ceiling(snap.Ceiling),
 		State:          "admitting",
 		Draining:       snap.Draining,
 		Removed:        !served,
-		Queue:          a.tierQueue(ts.admission.QueueStats()),
+		Queue:          a.tierQueue(ts.Admission().QueueStats()),
 		Members:        make([]adminapi.MemberCapacity, 0, len(snap.Members)),
 	}
 	if snap.Quiesced {
 		tc.State = "quiesced"
 	}
+	readiness := a.set.Readiness()
 	var ready map[string]bool
-	if a.rt.readiness != nil {
-		ready, _ = a.rt.readiness.Ready(ts.key)
+	if readiness != nil {
+		ready, _ = readiness.Ready(ts.Key())
 	}
 	var pressure map[string]scheduler.Pressure
-	if snap.Strategy == bounds.StrategyCapacity && a.rt.pressure != nil {
-		pressure, _ = a.rt.pressure.Peek(ts.key)
+	if p := a.set.Pressure(); snap.Strategy == bounds.StrategyCapacity && p != nil {
+		pressure, _ = p.Peek(ts.Key())
 	}
 	for _, m := range snap.Members {
 		mc := adminapi.MemberCapacity{
@@ -98,7 +100,7 @@ func (a *Admin) tierCapacity(ts *tierState, snap admission.Snapshot, served bool
 			State:          "admitting",
 			Phase:          string(m.Phase),
 			Draining:       m.Draining,
-			Ready:          a.rt.readiness == nil && served && !m.Removed || ready[m.ID],
+			Ready:          readiness == nil && served && !m.Removed || ready[m.ID],
 		}
 		switch {
 		case m.Removed:

@@ -1,8 +1,8 @@
-package router
+package adminserver
 
 // The admin listener's handler: routes, authentication, health and
-// readiness. The views it serves are in admincapacity.go, admintiers.go and
-// admindrain.go.
+// readiness. The views it serves are in capacity.go, tiers.go and
+// drain.go.
 
 import (
 	"encoding/json"
@@ -10,10 +10,11 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
-// AdminOptions configures an Admin handler.
-type AdminOptions struct {
+// Options configures an Admin handler.
+type Options struct {
 	// Token holds the bearer tokens of the /admin/v1/ routes. Nil means the
 	// routes are open (health, readiness and metrics are always open).
 	Token *apikeys.Keys
@@ -31,16 +32,16 @@ type AdminOptions struct {
 // (metrics, decisions) with Handle and HandlePublic. It only reads: intent
 // changes only through the ReplicaTier.
 type Admin struct {
-	rt           *Router
+	set          *tiers.Set
 	token        *apikeys.Keys
 	mux          *http.ServeMux
 	stopping     atomic.Bool
 	readyIfEmpty bool
 }
 
-// NewAdmin returns the admin handler of rt.
-func NewAdmin(rt *Router, opts AdminOptions) *Admin {
-	a := &Admin{rt: rt, token: opts.Token, mux: http.NewServeMux(), readyIfEmpty: opts.ReadyWithoutTiers}
+// New returns the admin handler of the tiers a router serves.
+func New(set *tiers.Set, opts Options) *Admin {
+	a := &Admin{set: set, token: opts.Token, mux: http.NewServeMux(), readyIfEmpty: opts.ReadyWithoutTiers}
 	a.HandlePublic("GET /healthz", http.HandlerFunc(a.healthz))
 	a.HandlePublic("GET /readyz", http.HandlerFunc(a.readyz))
 	a.Handle("GET /admin/v1/capacity", http.HandlerFunc(a.capacity))
@@ -91,18 +92,18 @@ func (a *Admin) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz succeeds once a snapshot serving at least one tier was applied
-// (or any snapshot, with AdminOptions.ReadyWithoutTiers), until NotReady.
+// (or any snapshot, with Options.ReadyWithoutTiers), until NotReady.
 func (a *Admin) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	tab := a.rt.table.Load()
+	tab := a.set.Table()
 	switch {
 	case a.stopping.Load():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("shutting down\n"))
-	case !tab.loaded:
+	case !tab.Loaded():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("no configuration loaded yet\n"))
-	case len(tab.served) == 0 && !a.readyIfEmpty:
+	case len(tab.Served()) == 0 && !a.readyIfEmpty:
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("no tier served\n"))
 	default:
