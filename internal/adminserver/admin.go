@@ -79,7 +79,7 @@ func (a *Admin) authenticated(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.token.Allow(r) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			errAdminUnauthorized.write(w)
+			errAdminUnauthorized.Write(w)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -27,14 +27,14 @@ func (a *Admin) drain(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("namespace") + "/" + r.PathValue("name")
 	ts, _ := a.set.Table().Lookup(key)
 	if ts == nil {
-		errTierNotFound.write(w)
+		errTierNotFound.Write(w)
 		return
 	}
 	timeout := DefaultDrainTimeout
 	if s := r.URL.Query().Get("timeout"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 || d > MaxDrainTimeout {
-			errBadTimeout.write(w)
+			errBadTimeout.Write(w)
 			return
 		}
 		timeout = d
@@ -45,7 +45,7 @@ func (a *Admin) drain(w http.ResponseWriter, r *http.Request) {
 		if len(ts.Config().IDs()) == 1 {
 			// A direct tier's intent is the tier's (docs/API.md): its one
 			// member is never quiesced on its own.
-			errDirectTierMember.write(w)
+			errDirectTierMember.Write(w)
 			return
 		}
 		scope = admission.MemberScope(member)
@@ -57,12 +57,12 @@ func (a *Admin) drain(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		writeJSON(w, http.StatusOK, adminapi.DrainView{Tier: key, Member: member, Drained: true})
 	case errors.Is(err, admission.ErrUnknownMember):
-		errMemberNotFound.write(w)
+		errMemberNotFound.Write(w)
 	case errors.Is(err, admission.ErrNotQuiesced):
-		errNotQuiesced.write(w)
+		errNotQuiesced.Write(w)
 	case r.Context().Err() != nil:
 		// The caller went away; nobody is listening.
 	default:
-		errDrainTimeout.write(w)
+		errDrainTimeout.Write(w)
 	}
 }

@@ -105,5 +105,5 @@ func (a *Admin) tier(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	errTierNotFound.write(w)
+	errTierNotFound.Write(w)
 }

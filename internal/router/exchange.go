@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/apierror"
 	"github.com/sluice-dev/sluice/internal/sse"
 	"github.com/sluice-dev/sluice/internal/tiers"
 	"github.com/sluice-dev/sluice/internal/upstream"
@@ -116,7 +117,7 @@ func (ex *exchange) serve(w http.ResponseWriter, r *http.Request) (notSent bool)
 	if err != nil {
 		// No response: the router's own error, or nothing (failed).
 		if e := ex.failed(err); e != nil {
-			e.write(&ex.reply)
+			e.Write(&ex.reply)
 		}
 		returned = true
 		return ex.notSent
@@ -305,8 +306,8 @@ func (ex *exchange) answerUnsent() bool {
 	}
 	o.End = end
 	ex.reply.committed = true
-	e.write(ex.reply.w)
-	o.Status, o.Code = e.status, e.code
+	e.Write(ex.reply.w)
+	o.Status, o.Code = e.Status, e.Code
 	return true
 }
 
@@ -399,7 +400,7 @@ func (ex *exchange) contentEvents(n int) {
 // answer within responseHeaderTimeout, 502 otherwise. A member that
 // refused the connection or reset or closed it before any response byte
 // is ejected (eject).
-func (ex *exchange) failed(err error) *apiError {
+func (ex *exchange) failed(err error) *apierror.Error {
 	ex.settle()
 	o := &ex.outcome
 	if reason := ejectionReason(err); reason != "" {
@@ -418,13 +419,13 @@ func (ex *exchange) failed(err error) *apiError {
 	case isTimeout(err):
 		o.End = EndHeaderTimeout
 		e := errUpstreamTimeout
-		o.Status, o.Code = e.status, e.code
+		o.Status, o.Code = e.Status, e.Code
 		return e
 	}
 	o.End = EndUnavailable
 	o.ProtocolError = protocolErrorOf(err)
 	e := errUpstreamUnavailable
-	o.Status, o.Code = e.status, e.code
+	o.Status, o.Code = e.Status, e.Code
 	return e
 }
 

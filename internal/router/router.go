@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/apierror"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/reqbody"
@@ -253,7 +254,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case pathModels:
 		rt.serveModels(w, r)
 	default:
-		errRouteNotFound.write(w)
+		errRouteNotFound.Write(w)
 	}
 }
 
@@ -281,12 +282,12 @@ var allowGet = []string{http.MethodGet}
 func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header()["Allow"] = allowGet
-		errMethodNotAllowed.write(w)
+		errMethodNotAllowed.Write(w)
 		return
 	}
 	if !rt.keys.Allow(r) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
-		errUnauthorized.write(w)
+		errUnauthorized.Write(w)
 		return
 	}
 	if rt.authed != nil {
@@ -422,7 +423,7 @@ func (rt *Router) begin(w http.ResponseWriter, ex *exchange) *exchange {
 		// Unreachable: a lease names a member of the configuration it was
 		// acquired under. Answer as an upstream failure rather than crash.
 		if e := ex.failed(errNoRoute); e != nil {
-			e.write(w)
+			e.Write(w)
 		}
 		ex.outcome.Duration = rt.clock.Since(ex.outcome.Start)
 		rt.finish(&ex.outcome)
@@ -483,7 +484,7 @@ func (rt *Router) notAdmitted(w http.ResponseWriter, r *http.Request, body []byt
 
 // refusalError maps an admission refusal to the router's errors: 429 for a
 // full queue, 503 for the others.
-func refusalError(err error) *apiError {
+func refusalError(err error) *apierror.Error {
 	switch {
 	case errors.Is(err, admission.ErrQueueFull):
 		return errQueueFull
@@ -500,9 +501,9 @@ func refusalError(err error) *apiError {
 }
 
 // refuse answers a request the router itself ends and records it.
-func (rt *Router) refuse(w http.ResponseWriter, o *Outcome, result Result, e *apiError) {
-	e.write(w)
-	o.Result, o.Code, o.Status = result, e.code, e.status
+func (rt *Router) refuse(w http.ResponseWriter, o *Outcome, result Result, e *apierror.Error) {
+	e.Write(w)
+	o.Result, o.Code, o.Status = result, e.Code, e.Status
 	o.Duration = rt.clock.Since(o.Start)
 	rt.finish(o)
 }
