@@ -219,13 +219,31 @@ func (ex *exchange) prepare(r *http.Request) {
 // reported (bodyEnded) before the read's bytes are written, so the lease
 // is free once the member is done. It returns the read's failure, or the
 // write's: the client's response must then be aborted.
+//
+// A flushed body, which is every stream, waits for its next bytes with no
+// copy buffer taken (Attempt.Wait), so a quiet stream holds none
+// (docs/ROUTER.md#9-performance).
 func (ex *exchange) relay(flush bool) error {
-	buf := copyBuffers{}.Get()
-	defer copyBuffers{}.Put(buf)
+	var buf []byte
+	defer func() {
+		if buf != nil {
+			copyBuffers{}.Put(buf)
+		}
+	}()
 	if flush {
 		_ = ex.reply.FlushError()
 	}
 	for {
+		if flush {
+			if buf != nil {
+				copyBuffers{}.Put(buf)
+				buf = nil
+			}
+			ex.attempt.Wait()
+		}
+		if buf == nil {
+			buf = copyBuffers{}.Get()
+		}
 		n, rerr := ex.attempt.Read(buf)
 		if n > 0 {
 			ex.bodyBytes(buf[:n])

@@ -109,6 +109,8 @@ type Attempt struct {
 	keep bool          // the member did not ask to close the connection.
 	eof  bool          // the body was read to its end.
 	sent bool          // the request was written whole on some connection.
+	// armed says Wait gave the next Read its idle deadline already.
+	armed bool
 }
 
 // Send writes r for t on a connection of c, an idle live one if there is
@@ -258,15 +260,13 @@ func (a *Attempt) Read(p []byte) (int, error) {
 	if a.c == nil || a.body == nil {
 		return 0, ErrBodyClosed
 	}
-	// As in write: deadline first, then the cancellation check.
-	if err := a.c.conn.SetReadDeadline(time.Now().Add(a.req.IdleTimeout)); err != nil {
-		_ = a.Close()
-		return 0, err
+	if !a.armed {
+		if err := a.arm(); err != nil {
+			_ = a.Close()
+			return 0, err
+		}
 	}
-	if err := a.ctx.Err(); err != nil {
-		_ = a.Close()
-		return 0, err
-	}
+	a.armed = false
 	n, err := a.body.Read(p)
 	if err != nil {
 		a.eof = err == io.EOF
@@ -275,6 +275,32 @@ func (a *Attempt) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// Wait waits until the body has bytes to read, or the connection an end
+// or a failure to report, and reads nothing: a caller need not hold a
+// buffer while a stream is quiet. The wait belongs to the next Read: it
+// runs under that Read's idle deadline and context, and the Read finds
+// whatever ended it (the connection's read failures are sticky). Wait
+// returns at once when the body has ended or has no bytes to come.
+func (a *Attempt) Wait() {
+	if a.c == nil || a.body == nil || a.body == http.NoBody || a.eof || a.armed {
+		return
+	}
+	if a.arm() != nil {
+		return // Read arms again, and fails.
+	}
+	a.armed = true
+	_, _ = a.c.br.Peek(1)
+}
+
+// arm gives the next read of the body the idle timeout. As in write: the
+// deadline first, then the cancellation check.
+func (a *Attempt) arm() error {
+	if err := a.c.conn.SetReadDeadline(time.Now().Add(a.req.IdleTimeout)); err != nil {
+		return err
+	}
+	return a.ctx.Err()
 }
 
 // Close ends the attempt: its connection goes back to the client's idle

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -383,5 +384,107 @@ func TestAppendUint(t *testing.T) {
 		if got := string(appendUint([]byte("x"), n)); got != "x"+want {
 			t.Errorf("appendUint(%d) = %q, want %q", n, got, "x"+want)
 		}
+	}
+}
+
+// TestAttemptWait proves Wait waits for the body's next bytes without
+// reading any, returns at once for a body with none to come, and leaves
+// whatever ended the wait to the next Read: the bytes, the member's reset
+// (reported as a reset, not as the end of file the socket reads after
+// it), the idle deadline and the context's cancellation.
+func TestAttemptWait(t *testing.T) {
+	const streamHead = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+	const event = "data: 1\n\n"
+	tests := []struct {
+		desc    string
+		head    string
+		idle    time.Duration
+		then    func(c net.Conn) // what the member does once the test lets it.
+		cancel  bool
+		want    string
+		wantErr func(error) bool
+	}{
+		{desc: "an event", head: streamHead, then: func(c net.Conn) {
+			_, _ = io.WriteString(c, "9\r\n"+event+"\r\n")
+		}, want: event},
+		{desc: "no body", head: "HTTP/1.1 204 No Content\r\nContent-Type: text/event-stream\r\n\r\n",
+			wantErr: func(err error) bool { return err == io.EOF }},
+		{desc: "reset", head: streamHead, then: func(c net.Conn) {
+			_ = c.(*net.TCPConn).SetLinger(0)
+			_ = c.Close()
+		}, wantErr: func(err error) bool { return errors.Is(err, syscall.ECONNRESET) }},
+		{desc: "idle deadline", head: streamHead, idle: 50 * time.Millisecond,
+			wantErr: func(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }},
+		{desc: "cancelled", head: streamHead, cancel: true,
+			wantErr: func(err error) bool {
+				return errors.Is(err, context.Canceled) || errors.Is(err, os.ErrDeadlineExceeded)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			allow, finished := make(chan struct{}), make(chan struct{})
+			defer close(finished)
+			tg := rawMember(t, func(c net.Conn) {
+				_, _ = io.WriteString(c, tt.head)
+				select {
+				case <-allow:
+				case <-finished:
+					return
+				}
+				if tt.then != nil {
+					tt.then(c)
+				}
+				<-finished
+			})
+			c := New()
+			defer c.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			idle := cmp.Or(tt.idle, failSafe)
+			req := &Request{Method: http.MethodPost, Path: "/", Header: http.Header{}, HeaderTimeout: failSafe, IdleTimeout: idle}
+			var a Attempt
+			if err := c.Send(ctx, &a, tg, req); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.ReadHead(); err != nil {
+				t.Fatal(err)
+			}
+			waited := make(chan struct{})
+			go func() {
+				a.Wait()
+				close(waited)
+			}()
+			if tt.head == streamHead && tt.idle == 0 && !tt.cancel {
+				// Only the member's next move ends this wait.
+				select {
+				case <-waited:
+					t.Fatal("Wait returned before the member sent anything")
+				default:
+				}
+			}
+			close(allow)
+			if tt.cancel {
+				cancel()
+			}
+			select {
+			case <-waited:
+			case <-time.After(failSafe):
+				t.Fatal("Wait did not return")
+			}
+			if tt.want != "" && a.c.br.Buffered() == 0 {
+				t.Fatal("Wait returned with nothing buffered")
+			}
+			buf := make([]byte, 64)
+			n, err := a.Read(buf)
+			if tt.want != "" {
+				if err != nil || string(buf[:n]) != tt.want {
+					t.Fatalf("Read after Wait: %q, %v; want %q", buf[:n], err, tt.want)
+				}
+				return
+			}
+			if err == nil || !tt.wantErr(err) {
+				t.Fatalf("Read after Wait: %d, %v", n, err)
+			}
+		})
 	}
 }

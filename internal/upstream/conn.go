@@ -69,9 +69,15 @@ func (c *conn) close() { _ = c.conn.Close() }
 // bound from the connection (the bufio.Reader's read-ahead included); with
 // n negative it passes reads through. It lives in the conn: limiting adds
 // neither an allocation nor a copy.
+//
+// The connection's first read failure is sticky: every later read returns
+// it again, so a failure that ended a bufio.Reader's Peek (Attempt.Wait)
+// is what the body's next read reports too, a reset included (a socket
+// reads end of file after the read that reported its reset).
 type headLimit struct {
-	r io.Reader
-	n int64 // bytes left; negative means no limit.
+	r   io.Reader
+	n   int64 // bytes left; negative means no limit.
+	err error // the connection's first read failure.
 }
 
 // set starts a budget of n bytes, or lifts the limit when n is negative.
@@ -79,16 +85,19 @@ func (l *headLimit) set(n int64) { l.n = n }
 
 // Read reads from the connection within the budget.
 func (l *headLimit) Read(p []byte) (int, error) {
-	if l.n < 0 {
-		return l.r.Read(p)
+	if l.err != nil {
+		return 0, l.err
 	}
 	if l.n == 0 {
 		return 0, ErrHeaderTooLarge
 	}
-	if int64(len(p)) > l.n {
+	if l.n > 0 && int64(len(p)) > l.n {
 		p = p[:l.n]
 	}
 	n, err := l.r.Read(p)
-	l.n -= int64(n)
+	if l.n > 0 {
+		l.n -= int64(n)
+	}
+	l.err = err
 	return n, err
 }
