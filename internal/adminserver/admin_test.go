@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -56,8 +57,8 @@ func TestAdminAuthenticatesBeforeReading(t *testing.T) {
 	})
 	quiesced := func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "upgrade"} }
 	snap := source.Snapshot{Tiers: []source.Tier{
-		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", "http://127.0.0.1:1", 2}, {"gpu1", "http://127.0.0.1:2", 2}}, quiesced),
+		sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:1", Max: 2}, {ID: "gpu1", Endpoint: "http://127.0.0.1:2", Max: 2}}, quiesced),
 	}}
 	ready.reconfigure(tiers.ReadinessTiers(snap))
 	set.Apply(snap)
@@ -156,8 +157,8 @@ func serveAdmin(t *testing.T, a *Admin, method, path string, header http.Header)
 // ReadyWithoutTiers), and after NotReady; it succeeds while a tier is
 // served (docs/ROUTER.md#6-admin-api).
 func TestAdminHealthAndReadiness(t *testing.T) {
-	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}})
-	refused := newTier("ns/far", []string{"far"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 0}})
+	llama := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001"}})
+	refused := sourcetest.Tier("ns/far", []string{"far"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "ftp://nowhere"}})
 	for _, tt := range []struct {
 		desc              string
 		readyWithoutTiers bool

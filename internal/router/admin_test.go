@@ -15,12 +15,13 @@ import (
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 func TestAdminAuthentication(t *testing.T) {
 	token, _ := apikeys.Parse([]byte("admin-token\n"))
 	f := newFixture(t, fixtureOptions{adminToken: token})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001"}}))
 	good := http.Header{"Authorization": {"Bearer admin-token"}}
 	for _, path := range []string{"/admin/v1/capacity", "/admin/v1/tiers", "/admin/v1/tiers/ns/x"} {
 		status, body := f.adminGet(path, nil)
@@ -74,12 +75,12 @@ func TestAdminCapacity(t *testing.T) {
 	gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
 	gpu0.handle(holdOrAnswer(release))
 	f.apply(
-		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 3}}, tierMax(4),
+		sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 3}}, tierMax(4),
 			func(s *v1alpha1.ReplicaTierSpec) {
 				s.Quiesce = &v1alpha1.QuiesceSpec{Members: map[string]v1alpha1.QuiesceReason{"gpu1": "upgrade"}}
 			}),
-		newTier("ns/embed", []string{"embed"}, "", []memberSpec{{"cpu0", closedAddress(t), 0}}),
+		sourcetest.Tier("ns/embed", []string{"embed"}, "", []sourcetest.Member{{ID: "cpu0", Endpoint: closedAddress(t)}}),
 	)
 	f.pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(250_000)})
 	f.ready.set("ns/llama", map[string]bool{"gpu0": true, "gpu1": false})
@@ -183,12 +184,12 @@ func TestAdminCapacity(t *testing.T) {
 func TestAdminTiers(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
-	served := newTier("ns/llama", []string{"llama", "chat"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", up.srv.URL, 2}, {"gpu1", up.srv.URL, 2}}, func(s *v1alpha1.ReplicaTierSpec) {
+	served := sourcetest.Tier("ns/llama", []string{"llama", "chat"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: up.srv.URL, Max: 2}}, func(s *v1alpha1.ReplicaTierSpec) {
 			s.Members[0].Metrics = &v1alpha1.MetricsSpec{Engine: v1alpha1.EngineVLLM, Path: "/metrics"}
 			s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "maintenance"}
 		})
-	loser := newTier("ns/zeta", []string{"chat"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}})
+	loser := sourcetest.Tier("ns/zeta", []string{"chat"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 1}})
 	f.rt.Tiers().Apply(source.Snapshot{
 		Tiers:    []source.Tier{served},
 		Rejected: []source.Rejection{{Tier: loser, Reason: source.ReasonAliasConflict, Message: `alias "chat" is held by ns/llama`}},
@@ -238,14 +239,14 @@ func TestAdminTiers(t *testing.T) {
 func TestAdminDrainDirectTier(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	solo := newUpstream(t, "solo", nil)
-	f.apply(newTier("ns/direct", []string{"direct"}, "", []memberSpec{{"solo", solo.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/direct", []string{"direct"}, "", []sourcetest.Member{{ID: "solo", Endpoint: solo.srv.URL, Max: 2}}))
 	drain := func(query string) (int, []byte) {
 		return f.adminDo(http.MethodPost, "/admin/v1/tiers/ns/direct/drain"+query, nil)
 	}
 	if status, body := drain("?member=solo"); status != http.StatusConflict || errorCode(t, body) != "direct_tier" {
 		t.Fatalf("member drain of a direct tier = %d %s, want 409 direct_tier", status, body)
 	}
-	f.apply(newTier("ns/direct", []string{"direct"}, "", []memberSpec{{"solo", solo.srv.URL, 2}}, func(s *v1alpha1.ReplicaTierSpec) {
+	f.apply(sourcetest.Tier("ns/direct", []string{"direct"}, "", []sourcetest.Member{{ID: "solo", Endpoint: solo.srv.URL, Max: 2}}, func(s *v1alpha1.ReplicaTierSpec) {
 		s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "upgrade"}
 	}))
 	if status, body := drain("?member=solo"); status != http.StatusConflict || errorCode(t, body) != "direct_tier" {
@@ -262,8 +263,8 @@ func TestAdminDrain(t *testing.T) {
 	gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
 	gpu0.handle(holdOrAnswer(release))
 	tier := func(quiesce map[string]v1alpha1.QuiesceReason) source.Tier {
-		return newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-			[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}, func(s *v1alpha1.ReplicaTierSpec) {
+		return sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}, func(s *v1alpha1.ReplicaTierSpec) {
 				if quiesce != nil {
 					s.Quiesce = &v1alpha1.QuiesceSpec{Members: quiesce}
 				}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -59,8 +60,8 @@ func TestRefusals(t *testing.T) {
 					if tt.mutate != nil {
 						mutate = append(mutate, tt.mutate)
 					}
-					f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-						[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}, mutate...))
+					f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+						[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}, mutate...))
 					if tt.notReady {
 						f.ready.set("ns/llama", map[string]bool{"gpu0": false, "gpu1": false})
 					}
@@ -123,8 +124,8 @@ func TestConcurrentCeilings(t *testing.T) {
 			}
 			gpu0.handle(hold)
 			gpu1.handle(hold)
-			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-				[]memberSpec{{"gpu0", gpu0.srv.URL, 3}, {"gpu1", gpu1.srv.URL, 2}}, tierMax(4)))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 3}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}, tierMax(4)))
 
 			const n = 20
 			statuses := make(chan int, n)
@@ -211,8 +212,8 @@ func TestDecisiveCases(t *testing.T) {
 			ups[id] = newUpstream(t, id, nil)
 			ups[id].handle(holdOrAnswer(release))
 		}
-		f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", ups["gpu0"].srv.URL, 2}, {"gpu1", ups["gpu1"].srv.URL, 2}}))
+		f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: ups["gpu0"].srv.URL, Max: 2}, {ID: "gpu1", Endpoint: ups["gpu1"].srv.URL, Max: 2}}))
 		return f, release
 	}
 	// send makes one request and returns the member it went to; hold keeps

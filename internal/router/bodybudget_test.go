@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // gatedBody is a request body that stops, once at bytes have been read,
@@ -90,8 +91,8 @@ func TestBodyBudget(t *testing.T) {
 	const maxBody, budget = 1 << 20, 2<<20 + 2
 	f := newFixture(t, fixtureOptions{maxBody: maxBody, maxBuffered: budget})
 	up := newUpstream(t, "gpu0", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", up.srv.URL, 8}}, upstreamModel(v1alpha1.UpstreamModelAlias)))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 8}}, upstreamModel(v1alpha1.UpstreamModelAlias)))
 
 	// Two slow clients: 600 KiB of 700 KiB arrived, in a buffer grown to
 	// 1 MiB, and 400 KiB of 450 KiB in one of 512 KiB; the rest does not
@@ -162,7 +163,7 @@ func TestBodyBudgetCountsTheRewrite(t *testing.T) {
 	const maxBody, budget = 1 << 20, 2<<20 + 2
 	f := newFixture(t, fixtureOptions{maxBody: maxBody, maxBuffered: budget})
 	up := newUpstream(t, "gpu0", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []memberSpec{{"gpu0", up.srv.URL, 8}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 8}}))
 
 	// 600 KiB read into a 1 MiB buffer, and its copy of 600 KiB more: above
 	// the large share, 1.5 MiB + 2 bytes.
@@ -203,7 +204,7 @@ func TestBodyReleasedAtHeaders(t *testing.T) {
 		<-finish
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	})
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []memberSpec{{"gpu0", up.srv.URL, 8}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 8}}))
 	resp, err := f.post(context.Background(), pathChatCompletions, string(paddedChat("llama", 200<<10)), nil)
 	if err != nil {
 		t.Fatal(err)

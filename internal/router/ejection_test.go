@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestPassiveEjection proves a member that resets a fresh connection, or
@@ -35,8 +36,8 @@ func TestPassiveEjection(t *testing.T) {
 					}
 					resetConnection(w)
 				})
-				f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-					[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+				f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+					[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {

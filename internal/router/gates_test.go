@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestGates proves every request-wide gate answers with its documented
@@ -53,8 +54,8 @@ func TestGates(t *testing.T) {
 			f := newFixture(t, fixtureOptions{keys: keys, maxBody: 128})
 			pool := &upstreamPool{}
 			gpu0, gpu1 := newUpstream(t, "gpu0", pool), newUpstream(t, "gpu1", pool)
-			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-				[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 
 			method := tt.method
 			if method == "" {
@@ -124,7 +125,7 @@ func cursorMoved(f *fixture, key string) bool {
 func TestGateOrder(t *testing.T) {
 	keys, _ := apikeys.Parse([]byte("k\n"))
 	f := newFixture(t, fixtureOptions{keys: keys, maxBody: 16})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", closedAddress(t), 1}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 1}}))
 	big := strings.Repeat("x", 64)
 	for _, tt := range []struct {
 		method, body, key string
@@ -159,8 +160,8 @@ func TestModelsList(t *testing.T) {
 	keys, _ := apikeys.Parse([]byte("k\n"))
 	f := newFixture(t, fixtureOptions{keys: keys})
 	f.apply(
-		newTier("ns/llama", []string{"llama", "chat"}, "", []memberSpec{{"gpu0", closedAddress(t), 1}}),
-		newTier("ns/embed", []string{"embed"}, "", []memberSpec{{"cpu0", closedAddress(t), 1}}),
+		sourcetest.Tier("ns/llama", []string{"llama", "chat"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 1}}),
+		sourcetest.Tier("ns/embed", []string{"embed"}, "", []sourcetest.Member{{ID: "cpu0", Endpoint: closedAddress(t), Max: 1}}),
 	)
 	get := func(key, method string) (int, string) {
 		req, _ := http.NewRequestWithContext(context.Background(), method, f.front.URL+pathModels, nil)

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestHandedOverRequestGoesToSuccessor hands a tier's admission over while
@@ -26,7 +28,7 @@ func TestHandedOverRequestGoesToSuccessor(t *testing.T) {
 					w.WriteHeader(http.StatusTeapot)
 				}
 			}
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}}))
 			ts, _ := f.rt.Tiers().Table().Lookup("ns/llama")
 			h, _, err := ts.Admission().HandOver(make(chan struct{}, 1))
 			if err != nil {

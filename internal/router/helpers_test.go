@@ -509,33 +509,6 @@ func errorCode(t *testing.T, body []byte) string {
 	return *e.Error.Code
 }
 
-// memberSpec is a member for newTier.
-type memberSpec struct {
-	id       string
-	endpoint string
-	max      int32 // 0: no ceiling.
-}
-
-// newTier builds a defaulted source tier "ns/name" on gpu-node-1. It does
-// not validate, so tests may use sub-second upstream timeouts.
-func newTier(key string, aliases []string, strategy v1alpha1.Strategy, members []memberSpec, mutate ...func(*v1alpha1.ReplicaTierSpec)) source.Tier {
-	ns, name, _ := strings.Cut(key, "/")
-	spec := v1alpha1.ReplicaTierSpec{NodeName: "gpu-node-1", Aliases: aliases, ServedModel: "served/model", Strategy: strategy}
-	for _, m := range members {
-		mb := v1alpha1.Member{ID: m.id, Endpoint: m.endpoint}
-		if m.max > 0 {
-			mb.MaxConcurrency = &m.max
-		}
-		spec.Members = append(spec.Members, mb)
-	}
-	for _, f := range mutate {
-		f(&spec)
-	}
-	tier := v1alpha1.ReplicaTier{Spec: spec}
-	v1alpha1.Default(&tier)
-	return source.Tier{Key: key, Namespace: ns, Name: name, File: name + ".yaml", Spec: tier.Spec}
-}
-
 // timeouts sets the tier's upstream timeouts.
 func timeouts(header, idle time.Duration) func(*v1alpha1.ReplicaTierSpec) {
 	return func(s *v1alpha1.ReplicaTierSpec) {
@@ -549,9 +522,4 @@ func timeouts(header, idle time.Duration) func(*v1alpha1.ReplicaTierSpec) {
 // tierMax sets the tier ceiling.
 func tierMax(n int32) func(*v1alpha1.ReplicaTierSpec) {
 	return func(s *v1alpha1.ReplicaTierSpec) { s.MaxConcurrency = &n }
-}
-
-// sourceSnapshot wraps tiers in a snapshot.
-func sourceSnapshot(tiers ...source.Tier) source.Snapshot {
-	return source.Snapshot{Tiers: tiers}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -51,8 +52,8 @@ func TestNotSentReadmitted(t *testing.T) {
 		t.Run(string(strategy), func(t *testing.T) {
 			f := newFixture(t, fixtureOptions{})
 			gpu1 := newUpstream(t, "gpu1", nil)
-			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-				[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", gpu1.srv.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 
 			resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 			if resp.StatusCode != http.StatusOK || resp.Header.Get(headerMember) != "gpu1" {
@@ -92,8 +93,8 @@ func TestNotSentReadmitted(t *testing.T) {
 func TestNotSentReadmittedOnce(t *testing.T) {
 	t.Run("two refusing members", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{})
-		f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-			[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", closedAddress(t), 2}}))
+		f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 2}, {ID: "gpu1", Endpoint: closedAddress(t), Max: 2}}))
 		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 		if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
 			t.Fatalf("got %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
@@ -120,7 +121,7 @@ func TestNotSentReadmittedOnce(t *testing.T) {
 	})
 	t.Run("only member refuses", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{})
-		f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", closedAddress(t), 2}}))
+		f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 2}}))
 		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 		if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "no_eligible_member" ||
 			resp.Header.Get("Retry-After") == "" || resp.Header.Get(headerMember) != "" {
@@ -160,8 +161,8 @@ func TestSentIsOneAttempt(t *testing.T) {
 			f := newFixture(t, fixtureOptions{})
 			gpu1 := newUpstream(t, "gpu1", nil)
 			before := engine.acceptedConns()
-			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-				[]memberSpec{{"gpu0", engine.url, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: engine.url, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 			resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 			if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
 				t.Fatalf("got %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
@@ -209,8 +210,8 @@ func TestNotSentHandedOver(t *testing.T) {
 		forwarded, _ = io.ReadAll(r.Body)
 		w.WriteHeader(http.StatusTeapot)
 	}
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-		[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", gpu1.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 	ts, _ = f.rt.Tiers().Table().Lookup("ns/llama")
 	body := chat("llama")
 	resp, _ := f.mustPost(pathChatCompletions, body, nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // flakyKeepAlive answers the first request and hangs up on the second
@@ -59,7 +60,7 @@ func TestNoRetryWithIdempotencyKey(t *testing.T) {
 		t.Run("router sends once/"+header, func(t *testing.T) {
 			srv, attempts := flakyKeepAlive(t)
 			f := newFixture(t, fixtureOptions{})
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 4}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL, Max: 4}}))
 			idem := http.Header{header: {"abc"}}
 			if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), idem); resp.StatusCode != http.StatusOK {
 				t.Fatalf("first request: %d", resp.StatusCode)
@@ -108,7 +109,7 @@ func TestForwardedRequest(t *testing.T) {
 				w.Header().Set(headerMember, "spoofed")
 				_, _ = io.WriteString(w, "{}")
 			})
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}}))
 			body := `{"messages":[{"role":"user","content":"x"}],  "model" : "llama", "stream":false}`
 			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost,
 				f.front.URL+pathCompletions+"?api-version=1", io.MultiReader(strings.NewReader(body)))
@@ -151,8 +152,8 @@ func TestForwardedRequest(t *testing.T) {
 func TestSnapshotsFollowMembership(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 	// The caches still know a removed member and do not know gpu1 yet.
 	f.ready.set("ns/llama", map[string]bool{"gpu0": false, "old": true})
 	f.pressure.set("ns/llama", map[string]scheduler.Pressure{"old": fresh(0), "gpu0": fresh(0)})

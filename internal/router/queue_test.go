@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // queueFixture is a fixture serving ns/llama from n members with ceiling
@@ -32,7 +33,7 @@ func newQueueFixture(t *testing.T, o fixtureOptions, n int, queue func(*v1alpha1
 	queued := make(chan struct{}, 64)
 	o.admission = []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}
 	qf := &queueFixture{fixture: newFixture(t, o), queued: queued, arrived: make(chan string, 64), free: make(chan struct{}, 64)}
-	var members []memberSpec
+	var members []sourcetest.Member
 	for _, id := range []string{"gpu0", "gpu1", "gpu2"}[:n] {
 		up := newUpstream(t, id, nil)
 		up.handle(func(w http.ResponseWriter, r *http.Request) {
@@ -41,9 +42,9 @@ func newQueueFixture(t *testing.T, o fixtureOptions, n int, queue func(*v1alpha1
 			_, _ = io.WriteString(w, "{}")
 		})
 		qf.ups = append(qf.ups, up)
-		members = append(members, memberSpec{id, up.srv.URL, 1})
+		members = append(members, sourcetest.Member{ID: id, Endpoint: up.srv.URL, Max: 1})
 	}
-	qf.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, members, queue))
+	qf.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, members, queue))
 	return qf
 }
 
@@ -387,8 +388,8 @@ func TestNotSentWaitsInQueue(t *testing.T) {
 		<-free
 		_, _ = io.WriteString(w, "{}")
 	})
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", closedAddress(t), 1}, {"gpu1", gpu1.srv.URL, 1}}, withQueue(4, time.Minute, 0)))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 1}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 1}}, withQueue(4, time.Minute, 0)))
 	qf := &queueFixture{fixture: f, queued: queued, arrived: arrived, free: free}
 	held := qf.hold(t, "held", nil)
 	f.ready.pass("ns/llama", "gpu0") // gpu0 is ready again, and still refuses.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -130,11 +131,11 @@ func newReadmitHarness(t *testing.T, ids ...string) *readmitHarness {
 // tier returns tier key with aliases {alias} over the members ids and the
 // quiesce intent q (nil: none).
 func (h *readmitHarness) tier(key, alias string, q *v1alpha1.QuiesceSpec, ids ...string) source.Tier {
-	var members []memberSpec
+	var members []sourcetest.Member
 	for _, id := range ids {
-		members = append(members, memberSpec{id: id, endpoint: h.ups[id].srv.URL})
+		members = append(members, sourcetest.Member{ID: id, Endpoint: h.ups[id].srv.URL})
 	}
-	return newTier(key, []string{alias}, "", members, func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = q })
+	return sourcetest.Tier(key, []string{alias}, "", members, func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = q })
 }
 
 // apply registers the tiers with the probes, then applies them, as
@@ -309,9 +310,9 @@ func TestReadmissionWithoutRechecker(t *testing.T) {
 	f := newFixture(t, fixtureOptions{noRechecker: true})
 	up := newUpstream(t, "a", nil)
 	other := newUpstream(t, "b", nil)
-	members := []memberSpec{{"a", up.srv.URL, 0}, {"b", other.srv.URL, 0}}
-	f.apply(newTier("ns/llama", []string{"llama"}, "", members, func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = memberQuiesce("", "a") }))
-	f.apply(newTier("ns/llama", []string{"llama"}, "", members))
+	members := []sourcetest.Member{{ID: "a", Endpoint: up.srv.URL}, {ID: "b", Endpoint: other.srv.URL}}
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", members, func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = memberQuiesce("", "a") }))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", members))
 	got := []string{quick(t, f), quick(t, f)}
 	if !slices.Contains(got, "a") {
 		t.Fatalf("readmitted member a not served: %v", got)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	clocktesting "k8s.io/utils/clock/testing"
@@ -340,7 +341,7 @@ func TestRemovedTierKeepsLeases(t *testing.T) {
 	finish := make(chan struct{})
 	up := newUpstream(t, "gpu0", nil)
 	up.handle(heldStreams(finish))
-	tier := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 2}})
+	tier := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 2}})
 	f.apply(tier)
 	s := openStream(t, f)
 	f.apply() // the tier is gone.
@@ -377,9 +378,9 @@ func TestRemovedTierKeepsLeases(t *testing.T) {
 func TestApplyErrors(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
-	good := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 2}})
-	broken := newTier("ns/llama", []string{"llama", "other"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 2}})
-	fresh := newTier("ns/new", []string{"new"}, "", []memberSpec{{"gpu0", "::", 2}})
+	good := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 2}})
+	broken := sourcetest.Tier("ns/llama", []string{"llama", "other"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "ftp://nowhere", Max: 2}})
+	fresh := sourcetest.Tier("ns/new", []string{"new"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "::", Max: 2}})
 	f.apply(good)
 	applied := f.apply(broken, fresh)
 	if applied.Served != 1 || len(applied.Refused) != 2 || applied.Refused[0].Key != "ns/llama" || applied.Refused[1].Key != "ns/new" {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // okResponse is the raw engines' answer.
@@ -80,7 +82,7 @@ func TestIdleCloseRacesAreResent(t *testing.T) {
 			raced.Add(1)
 		}
 	}})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}}))
 
 	var (
 		wg     sync.WaitGroup
@@ -160,7 +162,7 @@ func TestReadThenClosedIsNotResent(t *testing.T) {
 		}
 	})
 	f := newFixture(t, fixtureOptions{})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}}))
 	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}
@@ -208,7 +210,7 @@ func TestResendIsNotRetried(t *testing.T) {
 		_ = engine.ln.Close() // the engine goes away: the fresh dial is refused.
 		engine.closeConn(local.String())
 	}})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}}))
 	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // sseEvents is an SSE stream an upstream sends, event by event.
@@ -554,8 +555,8 @@ func TestTerminalPaths(t *testing.T) {
 				if tc.upstream != nil {
 					gpu0.handle(tc.upstream)
 				}
-				f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-					[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}, tc.mutate...))
+				f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+					[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}, tc.mutate...))
 
 				tc.run(t, f, gpu0)
 
@@ -597,8 +598,8 @@ func TestStreamFlushesEachEvent(t *testing.T) {
 				<-next
 				writeEvents(w, sseEvents[1:]...)
 			})
-			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-				[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 
 			resp, err := f.post(context.Background(), pathChatCompletions, chat("llama")+"\n", nil)
 			if err != nil {
@@ -668,8 +669,8 @@ func TestFailedBodyClosesMemberConnectionBeforeRelease(t *testing.T) {
 				<-r.Context().Done() // the member's server saw the connection close.
 				close(memberGone)
 			})
-			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-				[]memberSpec{{"gpu0", gpu0.srv.URL, 1}}, tc.mutate))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}}, tc.mutate))
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
