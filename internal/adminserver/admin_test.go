@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
@@ -15,17 +16,18 @@ import (
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
-// countingReadiness is a fakeReadiness that counts its reads.
+// countingReadiness is a tierstest.Readiness that counts its reads.
 type countingReadiness struct {
-	*fakeReadiness
+	*tierstest.Readiness
 	reads atomic.Int64
 }
 
 func (c *countingReadiness) Ready(tier string) (map[string]bool, error) {
 	c.reads.Add(1)
-	return c.fakeReadiness.Ready(tier)
+	return c.Readiness.Ready(tier)
 }
 
 // countingHandler counts the requests that reached h.
@@ -47,11 +49,11 @@ func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decision log's routes, added through Admin.Handle as cmd/router adds
 // them). The same request with the right token reads its sources.
 func TestAdminAuthenticatesBeforeReading(t *testing.T) {
-	ready := &countingReadiness{fakeReadiness: &fakeReadiness{}}
-	pressure := &fakePressure{}
+	ready := &countingReadiness{Readiness: &tierstest.Readiness{}}
+	pressure := &tierstest.Pressure{}
 	set := tiers.New(tiers.Options{
 		Readiness: ready,
-		Rechecker: ready.fakeReadiness,
+		Rechecker: ready.Readiness,
 		Pressure:  pressure,
 		Logger:    slog.New(slog.DiscardHandler),
 	})
@@ -60,9 +62,9 @@ func TestAdminAuthenticatesBeforeReading(t *testing.T) {
 		sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
 			[]sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:1", Max: 2}, {ID: "gpu1", Endpoint: "http://127.0.0.1:2", Max: 2}}, quiesced),
 	}}
-	ready.reconfigure(tiers.ReadinessTiers(snap))
+	ready.Reconfigure(tiers.ReadinessTiers(snap))
 	set.Apply(snap)
-	pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(1000), "gpu1": fresh(2000)})
+	pressure.Set("ns/llama", map[string]scheduler.Pressure{"gpu0": tierstest.Fresh(1000), "gpu1": tierstest.Fresh(2000)})
 
 	token, err := apikeys.Parse([]byte("admin-token\n"))
 	if err != nil {
@@ -91,7 +93,7 @@ func TestAdminAuthenticatesBeforeReading(t *testing.T) {
 	}
 	// reads counts every read of a source the admin routes can reach.
 	reads := func() int64 {
-		return ready.reads.Load() + pressure.peeks.Load() + pressure.snapshots.Load() + handlerCalls()
+		return ready.reads.Load() + pressure.Peeks.Load() + pressure.Snapshots.Load() + handlerCalls()
 	}
 
 	for _, tt := range []struct {
@@ -121,7 +123,7 @@ func TestAdminAuthenticatesBeforeReading(t *testing.T) {
 		} {
 			before := reads()
 			w := serveAdmin(t, a, tt.method, tt.path, bad.header)
-			if w.status != http.StatusUnauthorized || errorCode(t, []byte(w.body.String())) != "invalid_admin_token" || w.header.Get("WWW-Authenticate") != "Bearer" {
+			if w.status != http.StatusUnauthorized || apierrortest.Code(t, []byte(w.body.String())) != "invalid_admin_token" || w.header.Get("WWW-Authenticate") != "Bearer" {
 				t.Errorf("%s %s with %s = %d %s (WWW-Authenticate %q), want 401 invalid_admin_token",
 					tt.method, tt.path, bad.name, w.status, w.body.String(), w.header.Get("WWW-Authenticate"))
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/evidence"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
@@ -108,7 +109,7 @@ func TestBodyBudget(t *testing.T) {
 
 	large := string(paddedChat("llama", 600<<10))
 	resp, body := f.mustPost(pathChatCompletions, large, nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "body_buffer_exhausted" ||
+	if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != "body_buffer_exhausted" ||
 		resp.Header.Get("Retry-After") != "1" || resp.Header.Get(headerTier) != "" {
 		t.Fatalf("large body while the budget is held: %d %s %v, want 503 body_buffer_exhausted with Retry-After: 1", resp.StatusCode, body, resp.Header)
 	}
@@ -168,7 +169,7 @@ func TestBodyBudgetCountsTheRewrite(t *testing.T) {
 	// 600 KiB read into a 1 MiB buffer, and its copy of 600 KiB more: above
 	// the large share, 1.5 MiB + 2 bytes.
 	resp, body := f.mustPost(pathChatCompletions, string(paddedChat("llama", 600<<10)), nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "body_buffer_exhausted" {
+	if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != "body_buffer_exhausted" {
 		t.Fatalf("body and copy above the budget: %d %s, want 503 body_buffer_exhausted", resp.StatusCode, body)
 	}
 	if o := f.outcome(); o.Result != ResultRefused || o.Tier != "" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
@@ -78,7 +79,7 @@ func TestGates(t *testing.T) {
 			}
 			data, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
-			if resp.StatusCode != tt.wantStatus || errorCode(t, data) != tt.wantCode {
+			if resp.StatusCode != tt.wantStatus || apierrortest.Code(t, data) != tt.wantCode {
 				t.Fatalf("got %d %s, want %d %s", resp.StatusCode, data, tt.wantStatus, tt.wantCode)
 			}
 			if resp.StatusCode == 405 && resp.Header.Get("Allow") != http.MethodPost {
@@ -147,7 +148,7 @@ func TestGateOrder(t *testing.T) {
 		}
 		data, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		if got := errorCode(t, data); got != tt.wantCode {
+		if got := apierrortest.Code(t, data); got != tt.wantCode {
 			t.Errorf("%s %q key %q: code %s, want %s", tt.method, tt.body, tt.key, got, tt.wantCode)
 		}
 		f.outcome()
@@ -183,10 +184,10 @@ func TestModelsList(t *testing.T) {
 	if status, body := get("k", http.MethodGet); status != 200 || body != want {
 		t.Fatalf("GET /v1/models = %d %s, want %s", status, body, want)
 	}
-	if status, body := get("", http.MethodGet); status != 401 || errorCode(t, []byte(body)) != "invalid_api_key" {
+	if status, body := get("", http.MethodGet); status != 401 || apierrortest.Code(t, []byte(body)) != "invalid_api_key" {
 		t.Fatalf("without a key: %d %s", status, body)
 	}
-	if status, body := get("k", http.MethodPost); status != 405 || errorCode(t, []byte(body)) != "method_not_allowed" {
+	if status, body := get("k", http.MethodPost); status != 405 || apierrortest.Code(t, []byte(body)) != "method_not_allowed" {
 		t.Fatalf("POST: %d %s", status, body)
 	}
 	empty := New(Options{})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
@@ -41,7 +42,7 @@ func TestHandedOverRequestGoesToSuccessor(t *testing.T) {
 			switch {
 			case withHook && (resp.StatusCode != http.StatusTeapot || string(forwarded) != body):
 				t.Fatalf("got %d, forwarded %q; want the hook's answer and the body %q", resp.StatusCode, forwarded, body)
-			case !withHook && (resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, got) != "tier_quiesced"):
+			case !withHook && (resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, got) != "tier_quiesced"):
 				t.Fatalf("got %d %s, want 503 tier_quiesced", resp.StatusCode, got)
 			}
 			if n := gpu0.requests.Load(); n != 0 {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
@@ -137,7 +138,7 @@ func TestForwardedTarget(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			resp, body := rawExchange(t, f.front.Listener.Addr().String(), rawPost(tt.target, "", chat("llama")))
 			if tt.want == "" {
-				if resp.StatusCode != http.StatusNotFound || errorCode(t, body) != "not_found" {
+				if resp.StatusCode != http.StatusNotFound || apierrortest.Code(t, body) != "not_found" {
 					t.Fatalf("got %d %s, want 404 not_found", resp.StatusCode, body)
 				}
 				select {

@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
 // flakyKeepAlive answers the first request and hangs up on the second
@@ -70,7 +72,7 @@ func TestNoRetryWithIdempotencyKey(t *testing.T) {
 			// the second request reuses it.
 			f.outcome()
 			resp, body := f.mustPost(pathChatCompletions, chat("llama"), idem)
-			if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+			if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 				t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 			}
 			if o := f.outcome(); o.End != EndUnavailable {
@@ -155,14 +157,14 @@ func TestSnapshotsFollowMembership(t *testing.T) {
 	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
 		[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 	// The caches still know a removed member and do not know gpu1 yet.
-	f.ready.set("ns/llama", map[string]bool{"gpu0": false, "old": true})
-	f.pressure.set("ns/llama", map[string]scheduler.Pressure{"old": fresh(0), "gpu0": fresh(0)})
+	f.ready.Set("ns/llama", map[string]bool{"gpu0": false, "old": true})
+	f.pressure.Set("ns/llama", map[string]scheduler.Pressure{"old": tierstest.Fresh(0), "gpu0": tierstest.Fresh(0)})
 	resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d: gpu0 is not ready and gpu1 is unknown to readiness, want 503", resp.StatusCode)
 	}
 	f.outcome()
-	f.ready.set("ns/llama", map[string]bool{"gpu1": true, "old": true})
+	f.ready.Set("ns/llama", map[string]bool{"gpu1": true, "old": true})
 	resp, _ = f.mustPost(pathChatCompletions, chat("llama"), nil)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get(headerMember) != "gpu1" {
 		t.Fatalf("status %d member %q, want gpu1", resp.StatusCode, resp.Header.Get(headerMember))
@@ -170,7 +172,7 @@ func TestSnapshotsFollowMembership(t *testing.T) {
 	if o := f.outcome(); o.Selection == nil || len(o.Selection.EligibleIDs) != 1 {
 		t.Fatalf("selection %+v, want only gpu1 eligible", o.Selection)
 	}
-	if f.pressure.snapshots.Load() == 0 {
+	if f.pressure.Snapshots.Load() == 0 {
 		t.Fatal("the request path never read the pressure snapshot")
 	}
 }

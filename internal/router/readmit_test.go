@@ -11,12 +11,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
 // recheckProbes is a ReadinessView and a Rechecker standing in for the
@@ -42,7 +44,7 @@ func (p *recheckProbes) Ready(tier string) (map[string]bool, error) {
 	defer p.mu.Unlock()
 	m, ok := p.ready[tier]
 	if !ok {
-		return nil, errFakeUnknownTier
+		return nil, tierstest.ErrUnknownTier
 	}
 	out, after := maps.Clone(m), p.afterRead
 	p.afterRead = nil
@@ -155,7 +157,7 @@ func (h *readmitHarness) send(alias string) (int, string, string) {
 	body, _ := io.ReadAll(rec.Result().Body)
 	code := ""
 	if rec.Code != http.StatusOK {
-		code = errorCode(h.t, body)
+		code = apierrortest.Code(h.t, body)
 	}
 	return rec.Code, rec.Header().Get(headerMember), code
 }

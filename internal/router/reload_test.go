@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
@@ -45,7 +46,7 @@ func newFilesHarness(t *testing.T, f *fixture, manifest string) *filesHarness {
 	done := make(chan error, 1)
 	go func() {
 		done <- src.Run(ctx, func(s source.Snapshot) {
-			f.ready.reconfigure(tiers.ReadinessTiers(s))
+			f.ready.Reconfigure(tiers.ReadinessTiers(s))
 			f.rt.Tiers().Apply(s)
 			h.applied <- s
 		})
@@ -302,10 +303,10 @@ func TestHotReloadDuringStreams(t *testing.T) {
 			// Raise the ceiling of gpu2, readmit gpu1: both admit again.
 			m2.max = 5
 			h.reload(manifest(strategy, []manifestMember{m1, m2}))
-			if n := f.ready.recheckCalls("ns/llama", "gpu1"); n != 1 {
+			if n := f.ready.RecheckCalls("ns/llama", "gpu1"); n != 1 {
 				t.Fatalf("readmitting gpu1 rechecked it %d times, want 1", n)
 			}
-			f.ready.pass("ns/llama", "gpu1") // its probe after the readmission.
+			f.ready.Pass("ns/llama", "gpu1") // its probe after the readmission.
 			seen := map[string]bool{}
 			for range 4 {
 				seen[quick(t, f)] = true
@@ -347,7 +348,7 @@ func TestRemovedTierKeepsLeases(t *testing.T) {
 	f.apply() // the tier is gone.
 
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusNotFound || errorCode(t, body) != "model_not_found" {
+	if resp.StatusCode != http.StatusNotFound || apierrortest.Code(t, body) != "model_not_found" {
 		t.Fatalf("removed tier answered %d %s", resp.StatusCode, body)
 	}
 	f.outcome()
@@ -367,7 +368,7 @@ func TestRemovedTierKeepsLeases(t *testing.T) {
 	}
 	f.apply(tier) // back, with fresh counts and the old lease accounted for.
 	f.assertIdle("ns/llama")
-	f.ready.pass("ns/llama", "gpu0") // readmitted: its probe after the readmission.
+	f.ready.Pass("ns/llama", "gpu0") // readmitted: its probe after the readmission.
 	if got := quick(t, f); got != "gpu0" {
 		t.Fatalf("re-added tier routed to %q", got)
 	}

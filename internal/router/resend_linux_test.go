@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
@@ -135,7 +136,7 @@ func TestIdleCloseRacesAreResent(t *testing.T) {
 	if raced.Load() == 0 {
 		t.Fatal("no close crossed a request: the test did not reach the resend path")
 	}
-	if f.ready.recheckCalls("ns/llama", "gpu0") != 0 {
+	if f.ready.RecheckCalls("ns/llama", "gpu0") != 0 {
 		t.Fatal("an idle close ejected the member")
 	}
 	t.Logf("%d closes crossed a request, %d connections", raced.Load(), engine.acceptedConns())
@@ -168,7 +169,7 @@ func TestReadThenClosedIsNotResent(t *testing.T) {
 	}
 	f.outcome()
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+	if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 		t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
 	// The engine took the request and closed without answering: it is
@@ -217,13 +218,13 @@ func TestResendIsNotRetried(t *testing.T) {
 	f.outcome()
 	armed.Store(true)
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "no_eligible_member" {
+	if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != "no_eligible_member" {
 		t.Fatalf("second request: %d %s, want 503 no_eligible_member", resp.StatusCode, body)
 	}
 	if o := f.outcome(); o.Result != ResultNotAdmitted || o.NotSentMember != "gpu0" || o.NotSentEjection != EjectRefused {
 		t.Fatalf("outcome %+v, want not admitted after gpu0 ejected connection_refused", o)
 	}
-	if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
+	if n := f.ready.RecheckCalls("ns/llama", "gpu0"); n != 1 {
 		t.Fatalf("Recheck called %d times, want 1", n)
 	}
 	if hooks.Load() != 1 || served.Load() != 1 || engine.acceptedConns() != 1 {

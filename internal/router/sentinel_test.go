@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
@@ -85,7 +86,7 @@ func TestSentinel(t *testing.T) {
 			t.Fatalf("%s: status %d %s, want %d", model, resp.StatusCode, data, wantStatus)
 		}
 		if routerMade {
-			errorCode(t, data)
+			apierrortest.Code(t, data)
 			produced = append(produced, string(data))
 		}
 		for k, v := range resp.Header {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
@@ -120,7 +121,7 @@ func terminalCases() []terminalCase {
 			},
 			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusGatewayTimeout || errorCode(t, body) != "upstream_timeout" {
+				if resp.StatusCode != http.StatusGatewayTimeout || apierrortest.Code(t, body) != "upstream_timeout" {
 					t.Fatalf("got %d %q, want 504 upstream_timeout", resp.StatusCode, body)
 				}
 				checkLabels(t, resp.Header, "gpu0")
@@ -378,7 +379,7 @@ func terminalCases() []terminalCase {
 			},
 			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+				if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 			},
@@ -391,7 +392,7 @@ func terminalCases() []terminalCase {
 			},
 			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+				if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 			},
@@ -404,7 +405,7 @@ func terminalCases() []terminalCase {
 			},
 			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+				if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 			},
@@ -458,7 +459,7 @@ const knownLengthHead = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-
 func expectUnsentAnswer(status int, code string) func(*testing.T, *fixture, *fakeMember) {
 	return func(t *testing.T, f *fixture, _ *fakeMember) {
 		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-		if resp.StatusCode != status || errorCode(t, body) != code {
+		if resp.StatusCode != status || apierrortest.Code(t, body) != code {
 			t.Fatalf("got %d %q, want %d %s", resp.StatusCode, body, status, code)
 		}
 		if resp.Header.Get("X-Engine-Trace") != "" || resp.Header.Get("Content-Type") != "application/json" {

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/upstream"
 )
@@ -237,7 +238,7 @@ func TestHTTPSMember(t *testing.T) {
 	untrusted := newFixture(t, fixtureOptions{})
 	untrusted.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: endpoint}}))
 	resp, body = untrusted.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+	if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 		t.Fatalf("untrusted member: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
 	if o := untrusted.outcome(); o.End != EndUnavailable {
@@ -298,7 +299,7 @@ func TestSwitchingProtocolsIsRefused(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL}}))
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), http.Header{"X-Upgrade": {"1"}})
-	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+	if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 		t.Fatalf("got %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
 	if o := f.outcome(); o.End != EndUnavailable || o.ProtocolError != ProtocolSwitchingProtocols {
@@ -625,7 +626,7 @@ func TestResponseHeaderBounds(t *testing.T) {
 			wantEnd := EndComplete
 			if tt.wantStatus == http.StatusBadGateway {
 				wantEnd = EndUnavailable
-				if code := errorCode(t, r.body); code != "upstream_unavailable" {
+				if code := apierrortest.Code(t, r.body); code != "upstream_unavailable" {
 					t.Fatalf("code %q, want upstream_unavailable", code)
 				}
 				if elapsed := time.Since(start); elapsed > 20*time.Second {
