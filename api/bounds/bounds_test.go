@@ -199,6 +199,26 @@ func TestStrategyName(t *testing.T) {
 	}
 }
 
+// TestStrategyUsesPressure: Capacity alone ranks by engine pressure;
+// RoundRobin, a direct tier's empty strategy and a name outside the enum
+// do not.
+func TestStrategyUsesPressure(t *testing.T) {
+	for _, tc := range []struct {
+		s    bounds.Strategy
+		want bool
+	}{
+		{bounds.StrategyCapacity, true},
+		{bounds.StrategyRoundRobin, false},
+		{"", false},
+		{"Direct", false},
+		{"capacity", false},
+	} {
+		if got := tc.s.UsesPressure(); got != tc.want {
+			t.Errorf("%q.UsesPressure() = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+}
+
 // hasErrorAt reports whether err names field.
 func hasErrorAt(err error, field string) bool {
 	return err != nil && strings.Contains(err.Error(), field+":")

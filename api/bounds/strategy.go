@@ -23,6 +23,15 @@ func Strategies() []Strategy {
 	return []Strategy{StrategyRoundRobin, StrategyCapacity}
 }
 
+// UsesPressure reports whether the strategy ranks the eligible members by
+// engine pressure, so that a tier running it reads the pressure cache,
+// registers its members' metrics and shows their pressure: true for
+// StrategyCapacity only, false for every other strategy and for a direct
+// tier's empty Strategy.
+func (s Strategy) UsesPressure() bool {
+	return s == StrategyCapacity
+}
+
 // StrategyName names what a tier runs, as the router's admin API and the
 // status the plugin prints show it: the strategy, or "Direct" for a direct
 // tier, whose strategy is the empty Strategy (api/v1alpha1's

@@ -7,24 +7,27 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
-// countingReadiness is a fakeReadiness that counts its reads.
+// countingReadiness is a tierstest.Readiness that counts its reads.
 type countingReadiness struct {
-	*fakeReadiness
+	*tierstest.Readiness
 	reads atomic.Int64
 }
 
 func (c *countingReadiness) Ready(tier string) (map[string]bool, error) {
 	c.reads.Add(1)
-	return c.fakeReadiness.Ready(tier)
+	return c.Readiness.Ready(tier)
 }
 
 // countingHandler counts the requests that reached h.
@@ -46,22 +49,22 @@ func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decision log's routes, added through Admin.Handle as cmd/router adds
 // them). The same request with the right token reads its sources.
 func TestAdminAuthenticatesBeforeReading(t *testing.T) {
-	ready := &countingReadiness{fakeReadiness: &fakeReadiness{}}
-	pressure := &fakePressure{}
+	ready := &countingReadiness{Readiness: &tierstest.Readiness{}}
+	pressure := &tierstest.Pressure{}
 	set := tiers.New(tiers.Options{
 		Readiness: ready,
-		Rechecker: ready.fakeReadiness,
+		Rechecker: ready.Readiness,
 		Pressure:  pressure,
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	quiesced := func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "upgrade"} }
 	snap := source.Snapshot{Tiers: []source.Tier{
-		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", "http://127.0.0.1:1", 2}, {"gpu1", "http://127.0.0.1:2", 2}}, quiesced),
+		sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:1", Max: 2}, {ID: "gpu1", Endpoint: "http://127.0.0.1:2", Max: 2}}, quiesced),
 	}}
-	ready.reconfigure(tiers.ReadinessTiers(snap))
+	ready.Reconfigure(tiers.ReadinessTiers(snap))
 	set.Apply(snap)
-	pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(1000), "gpu1": fresh(2000)})
+	pressure.Set("ns/llama", map[string]scheduler.Pressure{"gpu0": tierstest.Fresh(1000), "gpu1": tierstest.Fresh(2000)})
 
 	token, err := apikeys.Parse([]byte("admin-token\n"))
 	if err != nil {
@@ -90,7 +93,7 @@ func TestAdminAuthenticatesBeforeReading(t *testing.T) {
 	}
 	// reads counts every read of a source the admin routes can reach.
 	reads := func() int64 {
-		return ready.reads.Load() + pressure.peeks.Load() + pressure.snapshots.Load() + handlerCalls()
+		return ready.reads.Load() + pressure.Peeks.Load() + pressure.Snapshots.Load() + handlerCalls()
 	}
 
 	for _, tt := range []struct {
@@ -120,7 +123,7 @@ func TestAdminAuthenticatesBeforeReading(t *testing.T) {
 		} {
 			before := reads()
 			w := serveAdmin(t, a, tt.method, tt.path, bad.header)
-			if w.status != http.StatusUnauthorized || errorCode(t, []byte(w.body.String())) != "invalid_admin_token" || w.header.Get("WWW-Authenticate") != "Bearer" {
+			if w.status != http.StatusUnauthorized || apierrortest.Code(t, []byte(w.body.String())) != "invalid_admin_token" || w.header.Get("WWW-Authenticate") != "Bearer" {
 				t.Errorf("%s %s with %s = %d %s (WWW-Authenticate %q), want 401 invalid_admin_token",
 					tt.method, tt.path, bad.name, w.status, w.body.String(), w.header.Get("WWW-Authenticate"))
 			}
@@ -156,8 +159,8 @@ func serveAdmin(t *testing.T, a *Admin, method, path string, header http.Header)
 // ReadyWithoutTiers), and after NotReady; it succeeds while a tier is
 // served (docs/ROUTER.md#6-admin-api).
 func TestAdminHealthAndReadiness(t *testing.T) {
-	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}})
-	refused := newTier("ns/far", []string{"far"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 0}})
+	llama := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001"}})
+	refused := sourcetest.Tier("ns/far", []string{"far"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "ftp://nowhere"}})
 	for _, tt := range []struct {
 		desc              string
 		readyWithoutTiers bool

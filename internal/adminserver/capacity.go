@@ -89,7 +89,7 @@ func (a *Admin) tierCapacity(ts *tiers.Tier, snap admission.Snapshot, served boo
 		ready, _ = readiness.Ready(ts.Key())
 	}
 	var pressure map[string]scheduler.Pressure
-	if p := a.set.Pressure(); snap.Strategy == bounds.StrategyCapacity && p != nil {
+	if p := a.set.Pressure(); snap.Strategy.UsesPressure() && p != nil {
 		pressure, _ = p.Peek(ts.Key())
 	}
 	for _, m := range snap.Members {
@@ -108,7 +108,7 @@ func (a *Admin) tierCapacity(ts *tiers.Tier, snap admission.Snapshot, served boo
 		case m.Quiesced:
 			mc.State = "quiesced"
 		}
-		if snap.Strategy == bounds.StrategyCapacity {
+		if snap.Strategy.UsesPressure() {
 			p, ok := pressure[m.ID]
 			if !ok {
 				p = scheduler.UnknownPressure()

@@ -138,7 +138,7 @@ func (cfg Config) validate() (plan, error) {
 		return plan{}, fmt.Errorf("%w: a strategy is forbidden on a direct tier", ErrInvalidConfig)
 	case n > 1 && p.strategy == "":
 		p.strategy = bounds.StrategyRoundRobin
-	case n > 1 && p.strategy != bounds.StrategyRoundRobin && p.strategy != bounds.StrategyCapacity:
+	case n > 1 && !slices.Contains(bounds.Strategies(), p.strategy):
 		return plan{}, fmt.Errorf("%w: unknown strategy", ErrInvalidConfig)
 	}
 	if !ceilingValid(cfg.MaxConcurrency) {

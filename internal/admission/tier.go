@@ -220,7 +220,7 @@ func (v *membership) copyInputs(in Inputs, ready *[MaxMembers]bool, pressure *[M
 	if len(in.Ready) != len(v.ids) {
 		return fmt.Errorf("%w: readiness names a member outside the tier", ErrInvalidInput)
 	}
-	if v.strategy != bounds.StrategyCapacity {
+	if !v.strategy.UsesPressure() {
 		return nil
 	}
 	found := 0
@@ -254,7 +254,7 @@ func (t *Tier) admitLocked(v *membership, ready *[MaxMembers]bool, pressure *[Ma
 	if t.ceiling > 0 && t.active >= t.ceiling {
 		return nil, ErrTierFull
 	}
-	if v.strategy == bounds.StrategyCapacity {
+	if v.strategy.UsesPressure() {
 		return t.rankLocked(v, ready, pressure)
 	}
 	n := len(t.members)

@@ -13,19 +13,20 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 )
 
 // handoverTiers are the tiers of the handover tests: llama with two
 // members of ceiling 2, and other, which some successors do not serve.
 func handoverTiers(withOther bool, llamaMembers ...string) []source.Tier {
-	var ms []memberSpec
+	var ms []sourcetest.Member
 	for _, id := range llamaMembers {
-		ms = append(ms, memberSpec{id: id, endpoint: "http://127.0.0.1:1", max: 2})
+		ms = append(ms, sourcetest.Member{ID: id, Endpoint: "http://127.0.0.1:1", Max: 2})
 	}
-	list := []source.Tier{newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, ms)}
+	list := []source.Tier{sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, ms)}
 	if withOther {
-		list = append(list, newTier("ns/other", []string{"other"}, "", []memberSpec{{id: "solo", endpoint: "http://127.0.0.1:1"}}))
+		list = append(list, sourcetest.Tier("ns/other", []string{"other"}, "", []sourcetest.Member{{ID: "solo", Endpoint: "http://127.0.0.1:1"}}))
 	}
 	return list
 }
@@ -377,10 +378,10 @@ func TestHandoverRefusesCountsPastCeilings(t *testing.T) {
 		// llama: gpu0 and gpu1 of ceiling 2 each, the tier 4.
 		handoverTiers(false, "gpu0", "gpu1")[0],
 		// capped: members of ceiling 2 each under a tier ceiling of 3.
-		newTier("ns/capped", []string{"capped"}, v1alpha1.StrategyRoundRobin,
-			[]memberSpec{{"a", "http://127.0.0.1:1", 2}, {"b", "http://127.0.0.1:1", 2}}, tierCeiling),
+		sourcetest.Tier("ns/capped", []string{"capped"}, v1alpha1.StrategyRoundRobin,
+			[]sourcetest.Member{{ID: "a", Endpoint: "http://127.0.0.1:1", Max: 2}, {ID: "b", Endpoint: "http://127.0.0.1:1", Max: 2}}, tierCeiling),
 		// open: one member without any ceiling.
-		newTier("ns/open", []string{"open"}, "", []memberSpec{{id: "solo", endpoint: "http://127.0.0.1:1"}}),
+		sourcetest.Tier("ns/open", []string{"open"}, "", []sourcetest.Member{{ID: "solo", Endpoint: "http://127.0.0.1:1"}}),
 	}
 	for _, tt := range []struct {
 		desc     string

@@ -12,19 +12,22 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
 func TestAdminAuthentication(t *testing.T) {
 	token, _ := apikeys.Parse([]byte("admin-token\n"))
 	f := newFixture(t, fixtureOptions{adminToken: token})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001"}}))
 	good := http.Header{"Authorization": {"Bearer admin-token"}}
 	for _, path := range []string{"/admin/v1/capacity", "/admin/v1/tiers", "/admin/v1/tiers/ns/x"} {
 		status, body := f.adminGet(path, nil)
-		if status != http.StatusUnauthorized || errorCode(t, body) != "invalid_admin_token" {
+		if status != http.StatusUnauthorized || apierrortest.Code(t, body) != "invalid_admin_token" {
 			t.Errorf("GET %s without a token = %d %s", path, status, body)
 		}
 		if status, _ := f.adminGet(path, http.Header{"Authorization": {"Bearer wrong"}}); status != http.StatusUnauthorized {
@@ -74,21 +77,21 @@ func TestAdminCapacity(t *testing.T) {
 	gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
 	gpu0.handle(holdOrAnswer(release))
 	f.apply(
-		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 3}}, tierMax(4),
+		sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 3}}, tierMax(4),
 			func(s *v1alpha1.ReplicaTierSpec) {
 				s.Quiesce = &v1alpha1.QuiesceSpec{Members: map[string]v1alpha1.QuiesceReason{"gpu1": "upgrade"}}
 			}),
-		newTier("ns/embed", []string{"embed"}, "", []memberSpec{{"cpu0", closedAddress(t), 0}}),
+		sourcetest.Tier("ns/embed", []string{"embed"}, "", []sourcetest.Member{{ID: "cpu0", Endpoint: closedAddress(t)}}),
 	)
-	f.pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(250_000)})
-	f.ready.set("ns/llama", map[string]bool{"gpu0": true, "gpu1": false})
+	f.pressure.Set("ns/llama", map[string]scheduler.Pressure{"gpu0": tierstest.Fresh(250_000)})
+	f.ready.Set("ns/llama", map[string]bool{"gpu0": true, "gpu1": false})
 
 	resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), http.Header{"X-Hold": {"1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	snapshots := f.pressure.snapshots.Load()
+	snapshots := f.pressure.Snapshots.Load()
 	status, body := f.adminGet("/admin/v1/capacity", nil)
 	if status != http.StatusOK {
 		t.Fatalf("capacity = %d", status)
@@ -170,9 +173,9 @@ func TestAdminCapacity(t *testing.T) {
 	if string(body) != want {
 		t.Fatalf("capacity =\n%s\nwant\n%s", body, want)
 	}
-	if f.pressure.snapshots.Load() != snapshots || f.pressure.peeks.Load() == 0 {
+	if f.pressure.Snapshots.Load() != snapshots || f.pressure.Peeks.Load() == 0 {
 		t.Fatalf("the capacity view scheduled pressure refreshes (Snapshot calls %d → %d, Peek calls %d); it must only Peek",
-			snapshots, f.pressure.snapshots.Load(), f.pressure.peeks.Load())
+			snapshots, f.pressure.Snapshots.Load(), f.pressure.Peeks.Load())
 	}
 	close(release)
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -183,12 +186,12 @@ func TestAdminCapacity(t *testing.T) {
 func TestAdminTiers(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
-	served := newTier("ns/llama", []string{"llama", "chat"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", up.srv.URL, 2}, {"gpu1", up.srv.URL, 2}}, func(s *v1alpha1.ReplicaTierSpec) {
+	served := sourcetest.Tier("ns/llama", []string{"llama", "chat"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: up.srv.URL, Max: 2}}, func(s *v1alpha1.ReplicaTierSpec) {
 			s.Members[0].Metrics = &v1alpha1.MetricsSpec{Engine: v1alpha1.EngineVLLM, Path: "/metrics"}
 			s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "maintenance"}
 		})
-	loser := newTier("ns/zeta", []string{"chat"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}})
+	loser := sourcetest.Tier("ns/zeta", []string{"chat"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 1}})
 	f.rt.Tiers().Apply(source.Snapshot{
 		Tiers:    []source.Tier{served},
 		Rejected: []source.Rejection{{Tier: loser, Reason: source.ReasonAliasConflict, Message: `alias "chat" is held by ns/llama`}},
@@ -221,13 +224,13 @@ func TestAdminTiers(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(body), `"reason": "AliasConflict"`) {
 		t.Errorf("tier ns/zeta = %d %s", status, body)
 	}
-	if status, body := f.adminGet("/admin/v1/tiers/ns/nope", nil); status != http.StatusNotFound || errorCode(t, body) != "tier_not_found" {
+	if status, body := f.adminGet("/admin/v1/tiers/ns/nope", nil); status != http.StatusNotFound || apierrortest.Code(t, body) != "tier_not_found" {
 		t.Errorf("unknown tier = %d %s", status, body)
 	}
 	// The rejected tier's alias is not served by it: "chat" goes to llama,
 	// which is quiesced.
 	resp, body := f.mustPost(pathChatCompletions, chat("chat"), nil)
-	if resp.Header.Get(headerTier) != "ns/llama" || errorCode(t, body) != "tier_quiesced" {
+	if resp.Header.Get(headerTier) != "ns/llama" || apierrortest.Code(t, body) != "tier_quiesced" {
 		t.Errorf("chat went to %q: %s", resp.Header.Get(headerTier), body)
 	}
 }
@@ -238,17 +241,17 @@ func TestAdminTiers(t *testing.T) {
 func TestAdminDrainDirectTier(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	solo := newUpstream(t, "solo", nil)
-	f.apply(newTier("ns/direct", []string{"direct"}, "", []memberSpec{{"solo", solo.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/direct", []string{"direct"}, "", []sourcetest.Member{{ID: "solo", Endpoint: solo.srv.URL, Max: 2}}))
 	drain := func(query string) (int, []byte) {
 		return f.adminDo(http.MethodPost, "/admin/v1/tiers/ns/direct/drain"+query, nil)
 	}
-	if status, body := drain("?member=solo"); status != http.StatusConflict || errorCode(t, body) != "direct_tier" {
+	if status, body := drain("?member=solo"); status != http.StatusConflict || apierrortest.Code(t, body) != "direct_tier" {
 		t.Fatalf("member drain of a direct tier = %d %s, want 409 direct_tier", status, body)
 	}
-	f.apply(newTier("ns/direct", []string{"direct"}, "", []memberSpec{{"solo", solo.srv.URL, 2}}, func(s *v1alpha1.ReplicaTierSpec) {
+	f.apply(sourcetest.Tier("ns/direct", []string{"direct"}, "", []sourcetest.Member{{ID: "solo", Endpoint: solo.srv.URL, Max: 2}}, func(s *v1alpha1.ReplicaTierSpec) {
 		s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "upgrade"}
 	}))
-	if status, body := drain("?member=solo"); status != http.StatusConflict || errorCode(t, body) != "direct_tier" {
+	if status, body := drain("?member=solo"); status != http.StatusConflict || apierrortest.Code(t, body) != "direct_tier" {
 		t.Fatalf("member drain of a quiesced direct tier = %d %s, want 409 direct_tier", status, body)
 	}
 	if status, body := drain(""); status != http.StatusOK || !strings.Contains(string(body), `"drained": true`) {
@@ -262,8 +265,8 @@ func TestAdminDrain(t *testing.T) {
 	gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
 	gpu0.handle(holdOrAnswer(release))
 	tier := func(quiesce map[string]v1alpha1.QuiesceReason) source.Tier {
-		return newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-			[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}, func(s *v1alpha1.ReplicaTierSpec) {
+		return sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}, func(s *v1alpha1.ReplicaTierSpec) {
 				if quiesce != nil {
 					s.Quiesce = &v1alpha1.QuiesceSpec{Members: quiesce}
 				}
@@ -289,11 +292,11 @@ func TestAdminDrain(t *testing.T) {
 		{"?timeout=11m", "invalid_timeout", http.StatusBadRequest},
 		{"?timeout=-1s", "invalid_timeout", http.StatusBadRequest},
 	} {
-		if status, body := drain(tt.query); status != tt.status || errorCode(t, body) != tt.code {
+		if status, body := drain(tt.query); status != tt.status || apierrortest.Code(t, body) != tt.code {
 			t.Errorf("drain%s = %d %s, want %d %s", tt.query, status, body, tt.status, tt.code)
 		}
 	}
-	if status, body := f.adminDo(http.MethodPost, "/admin/v1/tiers/ns/nope/drain", nil); status != http.StatusNotFound || errorCode(t, body) != "tier_not_found" {
+	if status, body := f.adminDo(http.MethodPost, "/admin/v1/tiers/ns/nope/drain", nil); status != http.StatusNotFound || apierrortest.Code(t, body) != "tier_not_found" {
 		t.Errorf("drain of an unknown tier = %d %s", status, body)
 	}
 
@@ -303,7 +306,7 @@ func TestAdminDrain(t *testing.T) {
 	if status, body := drain("?member=gpu1"); status != http.StatusOK || !strings.Contains(string(body), `"drained": true`) {
 		t.Errorf("drain gpu1 = %d %s", status, body)
 	}
-	if status, body := drain("?member=gpu0&timeout=50ms"); status != http.StatusGatewayTimeout || errorCode(t, body) != "drain_timeout" {
+	if status, body := drain("?member=gpu0&timeout=50ms"); status != http.StatusGatewayTimeout || apierrortest.Code(t, body) != "drain_timeout" {
 		t.Errorf("drain gpu0 with a lease held = %d %s, want 504", status, body)
 	}
 	done := make(chan int, 1)

@@ -7,11 +7,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
 // admissionInputs builds the inputs the router would for ts, every member
@@ -59,10 +62,10 @@ func TestRefusals(t *testing.T) {
 					if tt.mutate != nil {
 						mutate = append(mutate, tt.mutate)
 					}
-					f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-						[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}, mutate...))
+					f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+						[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}, mutate...))
 					if tt.notReady {
-						f.ready.set("ns/llama", map[string]bool{"gpu0": false, "gpu1": false})
+						f.ready.Set("ns/llama", map[string]bool{"gpu0": false, "gpu1": false})
 					}
 					held := make(chan error, 1)
 					if tt.hold {
@@ -78,7 +81,7 @@ func TestRefusals(t *testing.T) {
 					}
 
 					resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-					if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != tt.wantCode ||
+					if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != tt.wantCode ||
 						resp.Header.Get("Retry-After") != "1" || resp.Header.Get(headerTier) != "ns/llama" ||
 						resp.Header.Get(headerMember) != "" {
 						t.Fatalf("got %d %s %v, want 503 %s with Retry-After: 1", resp.StatusCode, body, resp.Header, tt.wantCode)
@@ -123,8 +126,8 @@ func TestConcurrentCeilings(t *testing.T) {
 			}
 			gpu0.handle(hold)
 			gpu1.handle(hold)
-			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-				[]memberSpec{{"gpu0", gpu0.srv.URL, 3}, {"gpu1", gpu1.srv.URL, 2}}, tierMax(4)))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 3}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}, tierMax(4)))
 
 			const n = 20
 			statuses := make(chan int, n)
@@ -211,8 +214,8 @@ func TestDecisiveCases(t *testing.T) {
 			ups[id] = newUpstream(t, id, nil)
 			ups[id].handle(holdOrAnswer(release))
 		}
-		f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", ups["gpu0"].srv.URL, 2}, {"gpu1", ups["gpu1"].srv.URL, 2}}))
+		f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: ups["gpu0"].srv.URL, Max: 2}, {ID: "gpu1", Endpoint: ups["gpu1"].srv.URL, Max: 2}}))
 		return f, release
 	}
 	// send makes one request and returns the member it went to; hold keeps
@@ -261,12 +264,12 @@ func TestDecisiveCases(t *testing.T) {
 		f, release := setup(t)
 		// Fresh 0 ppm on gpu1 against high pressure on gpu0 puts one request
 		// on gpu1.
-		f.pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(900_000), "gpu1": fresh(0)})
+		f.pressure.Set("ns/llama", map[string]scheduler.Pressure{"gpu0": tierstest.Fresh(900_000), "gpu1": tierstest.Fresh(0)})
 		first := send(t, f, true)
 		if first.member != "gpu1" {
 			t.Fatalf("first request went to %s, want gpu1", first.member)
 		}
-		f.pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": unknown, "gpu1": fresh(0)})
+		f.pressure.Set("ns/llama", map[string]scheduler.Pressure{"gpu0": unknown, "gpu1": tierstest.Fresh(0)})
 		if got := send(t, f, false); got.member != "gpu0" {
 			t.Fatalf("unknown 0/2 against fresh 1/2 went to %s, want gpu0", got.member)
 		}
@@ -276,13 +279,13 @@ func TestDecisiveCases(t *testing.T) {
 	t.Run("fresh 0 ppm beats unknown at equal load", func(t *testing.T) {
 		f, release := setup(t)
 		// The cursor favors gpu0; only pressure can pick gpu1.
-		f.pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": unknown, "gpu1": fresh(0)})
+		f.pressure.Set("ns/llama", map[string]scheduler.Pressure{"gpu0": unknown, "gpu1": tierstest.Fresh(0)})
 		if got := send(t, f, false); got.member != "gpu1" {
 			t.Fatalf("went to %s, want gpu1", got.member)
 		}
 		// The cursor now favors gpu0 again; swap the pressures and gpu0 wins
 		// for the right reason only if the next one goes to gpu0 as well.
-		f.pressure.set("ns/llama", map[string]scheduler.Pressure{"gpu0": fresh(0), "gpu1": unknown})
+		f.pressure.Set("ns/llama", map[string]scheduler.Pressure{"gpu0": tierstest.Fresh(0), "gpu1": unknown})
 		if got := send(t, f, false); got.member != "gpu0" {
 			t.Fatalf("went to %s, want gpu0", got.member)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestAuthenticatedCallback: Options.Authenticated is called once for
@@ -48,7 +49,7 @@ func TestAuthenticatedCallback(t *testing.T) {
 			var calls atomic.Int64
 			f := newFixture(t, fixtureOptions{keys: tt.keys, authed: func(*http.Request) { calls.Add(1) }})
 			gpu0 := newUpstream(t, "gpu0", nil)
-			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []memberSpec{{"gpu0", gpu0.srv.URL, 1}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}}))
 			method := tt.method
 			if method == "" {
 				method = http.MethodPost

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // BenchmarkProxy measures a small non-streaming request sent directly to an
@@ -131,8 +133,8 @@ func benchFront(b *testing.B, memberURL string, idle int) (*httptest.Server, *ht
 		}
 	}})
 	b.Cleanup(rt.Close)
-	rt.Tiers().Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "RoundRobin",
-		[]memberSpec{{"gpu0", memberURL, 0}, {"gpu1", memberURL, 0}})))
+	rt.Tiers().Apply(sourcetest.Snapshot(sourcetest.Tier("ns/llama", []string{"llama"}, "RoundRobin",
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: memberURL}, {ID: "gpu1", Endpoint: memberURL}})))
 	front := httptest.NewUnstartedServer(rt)
 	front.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
 		return context.WithValue(ctx, benchConnKey{}, new(atomic.Bool))

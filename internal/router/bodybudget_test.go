@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // gatedBody is a request body that stops, once at bytes have been read,
@@ -90,8 +92,8 @@ func TestBodyBudget(t *testing.T) {
 	const maxBody, budget = 1 << 20, 2<<20 + 2
 	f := newFixture(t, fixtureOptions{maxBody: maxBody, maxBuffered: budget})
 	up := newUpstream(t, "gpu0", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", up.srv.URL, 8}}, upstreamModel(v1alpha1.UpstreamModelAlias)))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 8}}, upstreamModel(v1alpha1.UpstreamModelAlias)))
 
 	// Two slow clients: 600 KiB of 700 KiB arrived, in a buffer grown to
 	// 1 MiB, and 400 KiB of 450 KiB in one of 512 KiB; the rest does not
@@ -107,7 +109,7 @@ func TestBodyBudget(t *testing.T) {
 
 	large := string(paddedChat("llama", 600<<10))
 	resp, body := f.mustPost(pathChatCompletions, large, nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "body_buffer_exhausted" ||
+	if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != "body_buffer_exhausted" ||
 		resp.Header.Get("Retry-After") != "1" || resp.Header.Get(headerTier) != "" {
 		t.Fatalf("large body while the budget is held: %d %s %v, want 503 body_buffer_exhausted with Retry-After: 1", resp.StatusCode, body, resp.Header)
 	}
@@ -162,12 +164,12 @@ func TestBodyBudgetCountsTheRewrite(t *testing.T) {
 	const maxBody, budget = 1 << 20, 2<<20 + 2
 	f := newFixture(t, fixtureOptions{maxBody: maxBody, maxBuffered: budget})
 	up := newUpstream(t, "gpu0", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []memberSpec{{"gpu0", up.srv.URL, 8}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 8}}))
 
 	// 600 KiB read into a 1 MiB buffer, and its copy of 600 KiB more: above
 	// the large share, 1.5 MiB + 2 bytes.
 	resp, body := f.mustPost(pathChatCompletions, string(paddedChat("llama", 600<<10)), nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "body_buffer_exhausted" {
+	if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != "body_buffer_exhausted" {
 		t.Fatalf("body and copy above the budget: %d %s, want 503 body_buffer_exhausted", resp.StatusCode, body)
 	}
 	if o := f.outcome(); o.Result != ResultRefused || o.Tier != "" {
@@ -203,7 +205,7 @@ func TestBodyReleasedAtHeaders(t *testing.T) {
 		<-finish
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	})
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []memberSpec{{"gpu0", up.srv.URL, 8}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 8}}))
 	resp, err := f.post(context.Background(), pathChatCompletions, string(paddedChat("llama", 200<<10)), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/sse"
 )
 
@@ -99,7 +100,7 @@ func TestContentTiming(t *testing.T) {
 			gpu0 := newUpstream(t, "gpu0", nil)
 			next := make(chan struct{})
 			gpu0.handle(scriptedStream(next, roleEvent, helEvent, loEvents, usageEvent))
-			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []memberSpec{{"gpu0", gpu0.srv.URL, 1}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}}))
 
 			resp, err := f.post(context.Background(), pathChatCompletions, chat("llama"), nil)
 			if err != nil {
@@ -243,7 +244,7 @@ func TestContentTimingEnds(t *testing.T) {
 			f := newFixture(t, fixtureOptions{clock: clk, intervals: &intervalLog{}})
 			gpu0 := newUpstream(t, "gpu0", nil)
 			gpu0.handle(tc.upstream(clk))
-			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []memberSpec{{"gpu0", gpu0.srv.URL, 1}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}}))
 			if tc.run != nil {
 				tc.run(t, f)
 			} else {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestPassiveEjection proves a member that resets a fresh connection, or
@@ -35,11 +37,11 @@ func TestPassiveEjection(t *testing.T) {
 					}
 					resetConnection(w)
 				})
-				f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-					[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+				f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+					[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+				if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 					t.Fatalf("first request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 				o := f.outcome()
@@ -49,7 +51,7 @@ func TestPassiveEjection(t *testing.T) {
 				if rec := o.Evidence(); string(rec.Ejection) != string(tt.wantEject) {
 					t.Fatalf("decision record ejection %q, want %q", rec.Ejection, tt.wantEject)
 				}
-				if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
+				if n := f.ready.RecheckCalls("ns/llama", "gpu0"); n != 1 {
 					t.Fatalf("Recheck(ns/llama, gpu0) called %d times, want 1", n)
 				}
 				if gpu1.requests.Load() != 0 {
@@ -64,7 +66,7 @@ func TestPassiveEjection(t *testing.T) {
 						t.Fatalf("outcome %+v, want no ejection", o)
 					}
 				}
-				if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
+				if n := f.ready.RecheckCalls("ns/llama", "gpu0"); n != 1 {
 					t.Fatalf("Recheck called %d times in all, want 1", n)
 				}
 				if got := gpu0.requests.Load(); got != 1 {

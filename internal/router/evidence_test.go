@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/evidence"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // newEvidenceLog returns a decision log for a fixture, with a JSONL file
@@ -122,10 +123,10 @@ func TestRefusalRecords(t *testing.T) {
 		_, _ = io.WriteString(w, "{}")
 	})
 	f.apply(
-		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", gpu0.srv.URL, 1}, {"gpu1", gpu1.srv.URL, 1}}, tierMax(1)),
-		newTier("ns/quiet", []string{"quiet"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", gpu0.srv.URL, 1}, {"gpu1", gpu1.srv.URL, 1}}, func(s *v1alpha1.ReplicaTierSpec) {
+		sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 1}}, tierMax(1)),
+		sourcetest.Tier("ns/quiet", []string{"quiet"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 1}}, func(s *v1alpha1.ReplicaTierSpec) {
 				s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "maintenance"}
 			}),
 	)
@@ -194,10 +195,10 @@ func TestAccessLineUnchanged(t *testing.T) {
 	})
 	defer rt.Close()
 	member := newUpstream(t, "gpu0", nil)
-	rt.Tiers().Apply(sourceSnapshot(
-		newTier("ns/rr", []string{"rr"}, v1alpha1.StrategyRoundRobin, []memberSpec{{"gpu0", member.srv.URL, 2}, {"gpu1", member.srv.URL, 2}}),
-		newTier("ns/cap", []string{"cap"}, v1alpha1.StrategyCapacity, []memberSpec{{"gpu0", member.srv.URL, 2}, {"gpu1", member.srv.URL, 2}}),
-		newTier("ns/direct", []string{"direct"}, "", []memberSpec{{"gpu0", member.srv.URL, 0}}),
+	rt.Tiers().Apply(sourcetest.Snapshot(
+		sourcetest.Tier("ns/rr", []string{"rr"}, v1alpha1.StrategyRoundRobin, []sourcetest.Member{{ID: "gpu0", Endpoint: member.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: member.srv.URL, Max: 2}}),
+		sourcetest.Tier("ns/cap", []string{"cap"}, v1alpha1.StrategyCapacity, []sourcetest.Member{{ID: "gpu0", Endpoint: member.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: member.srv.URL, Max: 2}}),
+		sourcetest.Tier("ns/direct", []string{"direct"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: member.srv.URL}}),
 	))
 	front := httptest.NewServer(rt)
 	defer front.Close()
@@ -295,9 +296,9 @@ func TestAccessLog(t *testing.T) {
 			defer rt.Close()
 			good, bad := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
 			bad.handle(func(w http.ResponseWriter, _ *http.Request) { resetConnection(w) })
-			rt.Tiers().Apply(sourceSnapshot(
-				newTier("ns/good", []string{"good"}, "", []memberSpec{{"gpu0", good.srv.URL, 0}}),
-				newTier("ns/bad", []string{"bad"}, "", []memberSpec{{"gpu1", bad.srv.URL, 0}}),
+			rt.Tiers().Apply(sourcetest.Snapshot(
+				sourcetest.Tier("ns/good", []string{"good"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: good.srv.URL}}),
+				sourcetest.Tier("ns/bad", []string{"bad"}, "", []sourcetest.Member{{ID: "gpu1", Endpoint: bad.srv.URL}}),
 			))
 			front := httptest.NewServer(rt)
 			defer front.Close()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
@@ -150,7 +151,7 @@ func newTestExchange(t *testing.T) (*exchange, *int, *[]Outcome, *int) {
 		OnRelease: func(string, string) { releases++ },
 	})
 	t.Cleanup(rt.Close)
-	rt.Tiers().Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 1}})))
+	rt.Tiers().Apply(sourcetest.Snapshot(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:1", Max: 1}})))
 	ts, _ := rt.Tiers().Table().Lookup("ns/llama")
 	lease, err := ts.Admission().Acquire(admission.Inputs{Ready: map[string]bool{"gpu0": true}})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/enginesim"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/sse"
 )
 
@@ -59,8 +60,8 @@ func TestStreamBytesUnchangedByScanner(t *testing.T) {
 			rest = rest[n:]
 		}
 	})
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-		[]memberSpec{{"gpu0", gpu0.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}}))
 	r := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // a reproducible test input.
 	seen := map[End]int{}
 	for i := range framingStreams {
@@ -112,8 +113,8 @@ func TestEnginesimStreamFaults(t *testing.T) {
 			engine := httptest.NewServer(sim)
 			t.Cleanup(engine.Close)
 			f := newFixture(t, fixtureOptions{})
-			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-				[]memberSpec{{"gpu0", engine.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: engine.URL, Max: 2}}))
 			body := `{"model":"llama","stream":true,"messages":[{"role":"user","content":"hello"}]}`
 			resp, err := f.post(context.Background(), pathChatCompletions, body, nil)
 			if err != nil {
@@ -145,8 +146,8 @@ func TestEventsLargerThanTheCopyBuffer(t *testing.T) {
 		sseHeaders(w)
 		writeEvents(w, event, event, "data: [DONE]\n\n")
 	})
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-		[]memberSpec{{"gpu0", gpu0.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}}))
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 	if resp.StatusCode != http.StatusOK || string(body) != stream {
 		t.Fatalf("client got %d and %d bytes, want 200 and the member's %d", resp.StatusCode, len(body), len(stream))

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestGates proves every request-wide gate answers with its documented
@@ -53,8 +55,8 @@ func TestGates(t *testing.T) {
 			f := newFixture(t, fixtureOptions{keys: keys, maxBody: 128})
 			pool := &upstreamPool{}
 			gpu0, gpu1 := newUpstream(t, "gpu0", pool), newUpstream(t, "gpu1", pool)
-			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-				[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 
 			method := tt.method
 			if method == "" {
@@ -77,7 +79,7 @@ func TestGates(t *testing.T) {
 			}
 			data, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
-			if resp.StatusCode != tt.wantStatus || errorCode(t, data) != tt.wantCode {
+			if resp.StatusCode != tt.wantStatus || apierrortest.Code(t, data) != tt.wantCode {
 				t.Fatalf("got %d %s, want %d %s", resp.StatusCode, data, tt.wantStatus, tt.wantCode)
 			}
 			if resp.StatusCode == 405 && resp.Header.Get("Allow") != http.MethodPost {
@@ -124,7 +126,7 @@ func cursorMoved(f *fixture, key string) bool {
 func TestGateOrder(t *testing.T) {
 	keys, _ := apikeys.Parse([]byte("k\n"))
 	f := newFixture(t, fixtureOptions{keys: keys, maxBody: 16})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", closedAddress(t), 1}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 1}}))
 	big := strings.Repeat("x", 64)
 	for _, tt := range []struct {
 		method, body, key string
@@ -146,7 +148,7 @@ func TestGateOrder(t *testing.T) {
 		}
 		data, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		if got := errorCode(t, data); got != tt.wantCode {
+		if got := apierrortest.Code(t, data); got != tt.wantCode {
 			t.Errorf("%s %q key %q: code %s, want %s", tt.method, tt.body, tt.key, got, tt.wantCode)
 		}
 		f.outcome()
@@ -159,8 +161,8 @@ func TestModelsList(t *testing.T) {
 	keys, _ := apikeys.Parse([]byte("k\n"))
 	f := newFixture(t, fixtureOptions{keys: keys})
 	f.apply(
-		newTier("ns/llama", []string{"llama", "chat"}, "", []memberSpec{{"gpu0", closedAddress(t), 1}}),
-		newTier("ns/embed", []string{"embed"}, "", []memberSpec{{"cpu0", closedAddress(t), 1}}),
+		sourcetest.Tier("ns/llama", []string{"llama", "chat"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 1}}),
+		sourcetest.Tier("ns/embed", []string{"embed"}, "", []sourcetest.Member{{ID: "cpu0", Endpoint: closedAddress(t), Max: 1}}),
 	)
 	get := func(key, method string) (int, string) {
 		req, _ := http.NewRequestWithContext(context.Background(), method, f.front.URL+pathModels, nil)
@@ -182,10 +184,10 @@ func TestModelsList(t *testing.T) {
 	if status, body := get("k", http.MethodGet); status != 200 || body != want {
 		t.Fatalf("GET /v1/models = %d %s, want %s", status, body, want)
 	}
-	if status, body := get("", http.MethodGet); status != 401 || errorCode(t, []byte(body)) != "invalid_api_key" {
+	if status, body := get("", http.MethodGet); status != 401 || apierrortest.Code(t, []byte(body)) != "invalid_api_key" {
 		t.Fatalf("without a key: %d %s", status, body)
 	}
-	if status, body := get("k", http.MethodPost); status != 405 || errorCode(t, []byte(body)) != "method_not_allowed" {
+	if status, body := get("k", http.MethodPost); status != 405 || apierrortest.Code(t, []byte(body)) != "method_not_allowed" {
 		t.Fatalf("POST: %d %s", status, body)
 	}
 	empty := New(Options{})

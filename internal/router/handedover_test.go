@@ -4,6 +4,9 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestHandedOverRequestGoesToSuccessor hands a tier's admission over while
@@ -26,7 +29,7 @@ func TestHandedOverRequestGoesToSuccessor(t *testing.T) {
 					w.WriteHeader(http.StatusTeapot)
 				}
 			}
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}}))
 			ts, _ := f.rt.Tiers().Table().Lookup("ns/llama")
 			h, _, err := ts.Admission().HandOver(make(chan struct{}, 1))
 			if err != nil {
@@ -39,7 +42,7 @@ func TestHandedOverRequestGoesToSuccessor(t *testing.T) {
 			switch {
 			case withHook && (resp.StatusCode != http.StatusTeapot || string(forwarded) != body):
 				t.Fatalf("got %d, forwarded %q; want the hook's answer and the body %q", resp.StatusCode, forwarded, body)
-			case !withHook && (resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, got) != "tier_quiesced"):
+			case !withHook && (resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, got) != "tier_quiesced"):
 				t.Fatalf("got %d %s, want 503 tier_quiesced", resp.StatusCode, got)
 			}
 			if n := gpu0.requests.Load(); n != 0 {

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // maxRecordedBody bounds the request body a recording engine reads.
@@ -110,7 +113,7 @@ const engineOK = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 func TestForwardedTarget(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	url, got := recordingEngine(t, engineOK)
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", url, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: url}}))
 	tests := []struct {
 		desc   string
 		target string
@@ -135,7 +138,7 @@ func TestForwardedTarget(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			resp, body := rawExchange(t, f.front.Listener.Addr().String(), rawPost(tt.target, "", chat("llama")))
 			if tt.want == "" {
-				if resp.StatusCode != http.StatusNotFound || errorCode(t, body) != "not_found" {
+				if resp.StatusCode != http.StatusNotFound || apierrortest.Code(t, body) != "not_found" {
 					t.Fatalf("got %d %s, want 404 not_found", resp.StatusCode, body)
 				}
 				select {
@@ -173,7 +176,7 @@ func TestForwardedTarget(t *testing.T) {
 func TestHopByHopRequestHeaders(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	url, got := recordingEngine(t, engineOK)
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", url, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: url}}))
 	tests := []struct {
 		desc    string
 		headers string
@@ -267,7 +270,7 @@ func TestEngineResponseHeaders(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			f := newFixture(t, fixtureOptions{passHeaders: tt.pass})
 			url, _ := recordingEngine(t, engineIdentifying)
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", url, 0}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: url}}))
 			resp, body := rawExchange(t, f.front.Listener.Addr().String(), rawPost("/v1/chat/completions", "", chat("llama")))
 			if resp.StatusCode != http.StatusOK || string(body) != "{}" {
 				t.Fatalf("got %d %s", resp.StatusCode, body)

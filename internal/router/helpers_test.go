@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,9 +26,8 @@ import (
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/evidence"
-	"github.com/sluice-dev/sluice/internal/readiness"
-	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
@@ -129,122 +125,6 @@ func (u *fakeMember) waitArrival(t *testing.T) *seenRequest {
 	return nil
 }
 
-// fakeReadiness is a ReadinessView the test controls.
-type fakeReadiness struct {
-	mu       sync.Mutex
-	tiers    map[string]map[string]bool
-	rechecks map[string]int // "tier#member" → Recheck calls.
-}
-
-// Recheck marks the member not ready, as readiness.Cache does until a probe
-// passes, and counts the call.
-func (f *fakeReadiness) Recheck(tier, member string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.rechecks == nil {
-		f.rechecks = map[string]int{}
-	}
-	f.rechecks[tier+"#"+member]++
-	if m, ok := f.tiers[tier]; ok {
-		if _, known := m[member]; known {
-			m[member] = false
-		}
-	}
-}
-
-// pass is a probe of the member that passed after a Recheck.
-func (f *fakeReadiness) pass(tier, member string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.tiers[tier][member] = true
-}
-
-// recheckCalls returns how often the router asked to recheck the member.
-func (f *fakeReadiness) recheckCalls(tier, member string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.rechecks[tier+"#"+member]
-}
-
-var errFakeUnknownTier = errors.New("fake: unknown tier")
-
-func (f *fakeReadiness) Ready(tier string) (map[string]bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	m, ok := f.tiers[tier]
-	if !ok {
-		return nil, errFakeUnknownTier
-	}
-	return maps.Clone(m), nil
-}
-
-func (f *fakeReadiness) set(tier string, ready map[string]bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.tiers == nil {
-		f.tiers = map[string]map[string]bool{}
-	}
-	f.tiers[tier] = maps.Clone(ready)
-}
-
-// reconfigure registers tiers as readiness.Cache.Reconfigure would, with
-// every member ready.
-func (f *fakeReadiness) reconfigure(tiers []readiness.Tier) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.tiers = map[string]map[string]bool{}
-	for _, t := range tiers {
-		m := map[string]bool{}
-		for _, mb := range t.Members {
-			m[mb.ID] = true
-		}
-		f.tiers[t.Key] = m
-	}
-}
-
-// fakePressure is a PressureView the test controls; it counts the two
-// kinds of reads.
-type fakePressure struct {
-	mu        sync.Mutex
-	tiers     map[string]map[string]scheduler.Pressure
-	snapshots atomic.Int64
-	peeks     atomic.Int64
-}
-
-func (f *fakePressure) Snapshot(tier string) (map[string]scheduler.Pressure, error) {
-	f.snapshots.Add(1)
-	return f.read(tier)
-}
-
-func (f *fakePressure) Peek(tier string) (map[string]scheduler.Pressure, error) {
-	f.peeks.Add(1)
-	return f.read(tier)
-}
-
-func (f *fakePressure) read(tier string) (map[string]scheduler.Pressure, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	m, ok := f.tiers[tier]
-	if !ok {
-		return nil, errFakeUnknownTier
-	}
-	return maps.Clone(m), nil
-}
-
-func (f *fakePressure) set(tier string, p map[string]scheduler.Pressure) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.tiers == nil {
-		f.tiers = map[string]map[string]scheduler.Pressure{}
-	}
-	f.tiers[tier] = maps.Clone(p)
-}
-
-// fresh is a fresh pressure of ppm.
-func fresh(ppm int64) scheduler.Pressure {
-	return scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: ppm, RequestState: scheduler.SignalValid, KVState: scheduler.SignalMissing}
-}
-
 // syncBuffer is a goroutine-safe log sink.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -270,8 +150,8 @@ type fixture struct {
 	rt       *Router
 	front    *httptest.Server
 	admin    *httptest.Server
-	ready    *fakeReadiness
-	pressure *fakePressure
+	ready    *tierstest.Readiness
+	pressure *tierstest.Pressure
 	outcomes chan Outcome
 	logs     *syncBuffer
 	client   *http.Client
@@ -312,8 +192,8 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	t.Helper()
 	f := &fixture{
 		t:        t,
-		ready:    &fakeReadiness{},
-		pressure: &fakePressure{},
+		ready:    &tierstest.Readiness{},
+		pressure: &tierstest.Pressure{},
 		outcomes: make(chan Outcome, 256),
 		logs:     &syncBuffer{},
 		releases: map[string]int{},
@@ -373,7 +253,7 @@ func (r recorderFunc) Record(o Outcome) { r(o) }
 // apply applies tiers as a source snapshot, registering every member ready.
 func (f *fixture) apply(list ...source.Tier) tiers.ApplyResult {
 	s := source.Snapshot{Tiers: list}
-	f.ready.reconfigure(tiers.ReadinessTiers(s))
+	f.ready.Reconfigure(tiers.ReadinessTiers(s))
 	return f.rt.Tiers().Apply(s)
 }
 
@@ -491,51 +371,6 @@ func chat(model string) string {
 	return `{"model":"` + model + `","messages":[{"role":"user","content":"hello"}]}`
 }
 
-// errorCode decodes an OpenAI error body's code, failing on any other shape.
-func errorCode(t *testing.T, body []byte) string {
-	t.Helper()
-	var e struct {
-		Error *struct {
-			Message *string `json:"message"`
-			Type    *string `json:"type"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil || e.Error == nil || e.Error.Message == nil || e.Error.Type == nil || e.Error.Code == nil {
-		t.Fatalf("body %q is not an OpenAI error object (%v)", body, err)
-	}
-	return *e.Error.Code
-}
-
-// memberSpec is a member for newTier.
-type memberSpec struct {
-	id       string
-	endpoint string
-	max      int32 // 0: no ceiling.
-}
-
-// newTier builds a defaulted source tier "ns/name" on gpu-node-1. It does
-// not validate, so tests may use sub-second upstream timeouts.
-func newTier(key string, aliases []string, strategy v1alpha1.Strategy, members []memberSpec, mutate ...func(*v1alpha1.ReplicaTierSpec)) source.Tier {
-	ns, name, _ := strings.Cut(key, "/")
-	spec := v1alpha1.ReplicaTierSpec{NodeName: "gpu-node-1", Aliases: aliases, ServedModel: "served/model", Strategy: strategy}
-	for _, m := range members {
-		mb := v1alpha1.Member{ID: m.id, Endpoint: m.endpoint}
-		if m.max > 0 {
-			mb.MaxConcurrency = &m.max
-		}
-		spec.Members = append(spec.Members, mb)
-	}
-	for _, f := range mutate {
-		f(&spec)
-	}
-	tier := v1alpha1.ReplicaTier{Spec: spec}
-	v1alpha1.Default(&tier)
-	return source.Tier{Key: key, Namespace: ns, Name: name, File: name + ".yaml", Spec: tier.Spec}
-}
-
 // timeouts sets the tier's upstream timeouts.
 func timeouts(header, idle time.Duration) func(*v1alpha1.ReplicaTierSpec) {
 	return func(s *v1alpha1.ReplicaTierSpec) {
@@ -549,9 +384,4 @@ func timeouts(header, idle time.Duration) func(*v1alpha1.ReplicaTierSpec) {
 // tierMax sets the tier ceiling.
 func tierMax(n int32) func(*v1alpha1.ReplicaTierSpec) {
 	return func(s *v1alpha1.ReplicaTierSpec) { s.MaxConcurrency = &n }
-}
-
-// sourceSnapshot wraps tiers in a snapshot.
-func sourceSnapshot(tiers ...source.Tier) source.Snapshot {
-	return source.Snapshot{Tiers: tiers}
 }

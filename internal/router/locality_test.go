@@ -5,47 +5,16 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/adminapi"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
-
-// fakeHostAddrs is a HostAddrs whose addresses and error a test sets, and
-// which counts its reads.
-type fakeHostAddrs struct {
-	mu    sync.Mutex
-	addrs []netip.Addr
-	err   error
-	reads int
-}
-
-func (f *fakeHostAddrs) read() ([]netip.Addr, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads++
-	return f.addrs, f.err
-}
-
-func (f *fakeHostAddrs) set(err error, addrs ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.addrs, f.err = nil, err
-	for _, a := range addrs {
-		f.addrs = append(f.addrs, netip.MustParseAddr(a))
-	}
-}
-
-func (f *fakeHostAddrs) readCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.reads
-}
 
 // sameHostRule is the rule a refused member's message names.
 const sameHostRule = "endpoint host is not loopback or an address of this node (spec.memberLocality: SameHost)"
@@ -57,20 +26,20 @@ const sameHostRule = "endpoint host is not loopback or an address of this node (
 // endpoint; Any serves the remote member; fixing the tier clears the
 // error; a refused generation is logged once.
 func TestMemberLocality(t *testing.T) {
-	src := &fakeHostAddrs{}
-	src.set(nil, "192.0.2.10", "2001:db8::10")
-	f := newFixture(t, fixtureOptions{hostAddrs: src.read})
+	src := &tierstest.HostAddrs{}
+	src.Set(nil, "192.0.2.10", "2001:db8::10")
+	f := newFixture(t, fixtureOptions{hostAddrs: src.Read})
 	up := newUpstream(t, "gpu0", nil)
 	const remote = "http://192.0.2.99:8000"
 
-	loopback := newTier("ns/loopback", []string{"loop"}, v1alpha1.StrategyRoundRobin, []memberSpec{
-		{"v4", "http://127.0.0.2:8000", 0}, {"v6", "http://[::1]:8000", 0}, {"name", "http://localhost:8000", 0},
-		{"mapped", "http://[::ffff:127.0.0.1]:8000", 0}})
-	node := newTier("ns/node", []string{"node"}, v1alpha1.StrategyRoundRobin, []memberSpec{
-		{"v4", "http://192.0.2.10:8000", 0}, {"v6", "http://[2001:db8::10]:8000", 0}})
-	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}})
+	loopback := sourcetest.Tier("ns/loopback", []string{"loop"}, v1alpha1.StrategyRoundRobin, []sourcetest.Member{
+		{ID: "v4", Endpoint: "http://127.0.0.2:8000"}, {ID: "v6", Endpoint: "http://[::1]:8000"}, {ID: "name", Endpoint: "http://localhost:8000"},
+		{ID: "mapped", Endpoint: "http://[::ffff:127.0.0.1]:8000"}})
+	node := sourcetest.Tier("ns/node", []string{"node"}, v1alpha1.StrategyRoundRobin, []sourcetest.Member{
+		{ID: "v4", Endpoint: "http://192.0.2.10:8000"}, {ID: "v6", Endpoint: "http://[2001:db8::10]:8000"}})
+	llama := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}})
 	llama.Generation = 1
-	stranger := newTier("ns/stranger", []string{"stranger"}, "", []memberSpec{{"gpu1", remote, 0}})
+	stranger := sourcetest.Tier("ns/stranger", []string{"stranger"}, "", []sourcetest.Member{{ID: "gpu1", Endpoint: remote}})
 	stranger.Generation = 1
 	f.apply(loopback, node, llama, stranger)
 
@@ -96,7 +65,7 @@ func TestMemberLocality(t *testing.T) {
 	}
 
 	// An update introducing a remote member: generation 1 keeps serving.
-	update := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}, {"gpu1", remote, 0}})
+	update := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}, {ID: "gpu1", Endpoint: remote}})
 	update.Generation = 2
 	f.apply(loopback, node, update, stranger)
 	f.apply(loopback, node, update, stranger) // the same generations again: nothing new to log.
@@ -168,34 +137,34 @@ func TestMemberLocality(t *testing.T) {
 // and that a source that fails refuses such members with its own message,
 // logged once without the source's error text, while loopback tiers serve.
 func TestMemberLocalityAddressSource(t *testing.T) {
-	src := &fakeHostAddrs{}
-	src.set(nil, "192.0.2.10")
-	f := newFixture(t, fixtureOptions{hostAddrs: src.read})
-	local := newTier("ns/local", []string{"local"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8000", 0}})
-	anyTier := newTier("ns/any", []string{"any"}, "", []memberSpec{{"gpu0", "http://192.0.2.77:8000", 0}},
+	src := &tierstest.HostAddrs{}
+	src.Set(nil, "192.0.2.10")
+	f := newFixture(t, fixtureOptions{hostAddrs: src.Read})
+	local := sourcetest.Tier("ns/local", []string{"local"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8000"}})
+	anyTier := sourcetest.Tier("ns/any", []string{"any"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://192.0.2.77:8000"}},
 		func(s *v1alpha1.ReplicaTierSpec) { s.MemberLocality = v1alpha1.MemberLocalityAny })
 	f.apply(local, anyTier)
-	if n := src.readCount(); n != 0 {
+	if n := src.Reads(); n != 0 {
 		t.Fatalf("loopback and Any tiers read the addresses %d times", n)
 	}
 
-	moved := newTier("ns/moved", []string{"moved"}, "", []memberSpec{{"gpu0", "http://192.0.2.50:8000", 0}, {"gpu1", "http://192.0.2.51:8000", 0}},
+	moved := sourcetest.Tier("ns/moved", []string{"moved"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://192.0.2.50:8000"}, {ID: "gpu1", Endpoint: "http://192.0.2.51:8000"}},
 		func(s *v1alpha1.ReplicaTierSpec) { s.Strategy = v1alpha1.StrategyRoundRobin })
 	f.apply(local, anyTier, moved)
-	if n := src.readCount(); n != 1 {
+	if n := src.Reads(); n != 1 {
 		t.Fatalf("one Apply read the addresses %d times", n)
 	}
 	if m := appliedTier(t, f, "ns/moved"); m.ApplyError == "" || m.Generation != 0 {
 		t.Fatalf("ns/moved before the node has its addresses = %+v", m)
 	}
-	src.set(nil, "192.0.2.10", "192.0.2.50", "192.0.2.51")
+	src.Set(nil, "192.0.2.10", "192.0.2.50", "192.0.2.51")
 	f.apply(local, anyTier, moved)
 	if m := appliedTier(t, f, "ns/moved"); m.ApplyError != "" || len(m.Members) != 2 {
 		t.Fatalf("ns/moved after the node gained its addresses = %+v", m)
 	}
 
 	const marker = "ADDR-SOURCE-SENTINEL"
-	src.set(errors.New(marker))
+	src.Set(errors.New(marker))
 	f.apply(local, anyTier, moved)
 	f.apply(local, anyTier, moved)
 	m := appliedTier(t, f, "ns/moved")
@@ -249,18 +218,18 @@ func countLines(logs string, subs ...string) int {
 // configuration its tier keeps serving, a refused new tier not at all — so
 // the probes registered from it never reach a refused endpoint.
 func TestPlan(t *testing.T) {
-	src := &fakeHostAddrs{}
-	src.set(nil, "192.0.2.10")
-	f := newFixture(t, fixtureOptions{hostAddrs: src.read})
+	src := &tierstest.HostAddrs{}
+	src.Set(nil, "192.0.2.10")
+	f := newFixture(t, fixtureOptions{hostAddrs: src.Read})
 	up := newUpstream(t, "gpu0", nil)
 	const remote = "http://192.0.2.99:8000"
-	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}})
+	llama := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}})
 	f.apply(llama)
 
-	moved := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", remote, 0}})
-	stranger := newTier("ns/stranger", []string{"stranger"}, "", []memberSpec{{"gpu1", remote, 0}})
-	node := newTier("ns/node", []string{"node"}, "", []memberSpec{{"v4", "http://192.0.2.10:8000", 0}})
-	plan := f.rt.Tiers().Plan(sourceSnapshot(moved, stranger, node))
+	moved := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: remote}})
+	stranger := sourcetest.Tier("ns/stranger", []string{"stranger"}, "", []sourcetest.Member{{ID: "gpu1", Endpoint: remote}})
+	node := sourcetest.Tier("ns/node", []string{"node"}, "", []sourcetest.Member{{ID: "v4", Endpoint: "http://192.0.2.10:8000"}})
+	plan := f.rt.Tiers().Plan(sourcetest.Snapshot(moved, stranger, node))
 	endpoints := map[string]string{}
 	for _, tr := range plan.Tiers {
 		for _, m := range tr.Spec.Members {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -51,8 +53,8 @@ func TestNotSentReadmitted(t *testing.T) {
 		t.Run(string(strategy), func(t *testing.T) {
 			f := newFixture(t, fixtureOptions{})
 			gpu1 := newUpstream(t, "gpu1", nil)
-			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-				[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", gpu1.srv.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 
 			resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 			if resp.StatusCode != http.StatusOK || resp.Header.Get(headerMember) != "gpu1" {
@@ -67,7 +69,7 @@ func TestNotSentReadmitted(t *testing.T) {
 				t.Fatalf("selection %+v, want gpu1's exactly for Capacity", o.Selection)
 			}
 			checkRecord(t, o)
-			if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
+			if n := f.ready.RecheckCalls("ns/llama", "gpu0"); n != 1 {
 				t.Fatalf("Recheck(gpu0) called %d times, want 1", n)
 			}
 			if gpu1.requests.Load() != 1 || string(gpu1.seen[0].body) != chat("served/model") {
@@ -92,10 +94,10 @@ func TestNotSentReadmitted(t *testing.T) {
 func TestNotSentReadmittedOnce(t *testing.T) {
 	t.Run("two refusing members", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{})
-		f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-			[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", closedAddress(t), 2}}))
+		f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 2}, {ID: "gpu1", Endpoint: closedAddress(t), Max: 2}}))
 		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-		if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+		if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 			t.Fatalf("got %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 		}
 		o := f.outcome()
@@ -108,7 +110,7 @@ func TestNotSentReadmittedOnce(t *testing.T) {
 		}
 		checkRecord(t, o)
 		for _, m := range []string{"gpu0", "gpu1"} {
-			if n := f.ready.recheckCalls("ns/llama", m); n != 1 {
+			if n := f.ready.RecheckCalls("ns/llama", m); n != 1 {
 				t.Fatalf("Recheck(%s) called %d times, want 1", m, n)
 			}
 			if n := f.releaseCalls("ns/llama", m); n != 1 {
@@ -120,9 +122,9 @@ func TestNotSentReadmittedOnce(t *testing.T) {
 	})
 	t.Run("only member refuses", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{})
-		f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", closedAddress(t), 2}}))
+		f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 2}}))
 		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-		if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "no_eligible_member" ||
+		if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != "no_eligible_member" ||
 			resp.Header.Get("Retry-After") == "" || resp.Header.Get(headerMember) != "" {
 			t.Fatalf("got %d %v %s, want 503 no_eligible_member with Retry-After and no member", resp.StatusCode, resp.Header, body)
 		}
@@ -160,10 +162,10 @@ func TestSentIsOneAttempt(t *testing.T) {
 			f := newFixture(t, fixtureOptions{})
 			gpu1 := newUpstream(t, "gpu1", nil)
 			before := engine.acceptedConns()
-			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-				[]memberSpec{{"gpu0", engine.url, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: engine.url, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 			resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-			if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+			if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 				t.Fatalf("got %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 			}
 			o := f.outcome()
@@ -209,8 +211,8 @@ func TestNotSentHandedOver(t *testing.T) {
 		forwarded, _ = io.ReadAll(r.Body)
 		w.WriteHeader(http.StatusTeapot)
 	}
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-		[]memberSpec{{"gpu0", closedAddress(t), 2}, {"gpu1", gpu1.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 	ts, _ = f.rt.Tiers().Table().Lookup("ns/llama")
 	body := chat("llama")
 	resp, _ := f.mustPost(pathChatCompletions, body, nil)
@@ -220,9 +222,9 @@ func TestNotSentHandedOver(t *testing.T) {
 	if resp.StatusCode != http.StatusTeapot || string(forwarded) != body {
 		t.Fatalf("got %d, forwarded %q; want the successor's answer and the body %q", resp.StatusCode, forwarded, body)
 	}
-	if gpu1.requests.Load() != 0 || f.ready.recheckCalls("ns/llama", "gpu0") != 1 {
+	if gpu1.requests.Load() != 0 || f.ready.RecheckCalls("ns/llama", "gpu0") != 1 {
 		t.Fatalf("gpu1 saw %d requests, gpu0 rechecked %d times; want 0 and 1", gpu1.requests.Load(),
-			f.ready.recheckCalls("ns/llama", "gpu0"))
+			f.ready.RecheckCalls("ns/llama", "gpu0"))
 	}
 	f.assertIdle("ns/llama")
 	checkBodiesReleased(t, f)

@@ -10,8 +10,11 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/scheduler"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
 // flakyKeepAlive answers the first request and hangs up on the second
@@ -59,7 +62,7 @@ func TestNoRetryWithIdempotencyKey(t *testing.T) {
 		t.Run("router sends once/"+header, func(t *testing.T) {
 			srv, attempts := flakyKeepAlive(t)
 			f := newFixture(t, fixtureOptions{})
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 4}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL, Max: 4}}))
 			idem := http.Header{header: {"abc"}}
 			if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), idem); resp.StatusCode != http.StatusOK {
 				t.Fatalf("first request: %d", resp.StatusCode)
@@ -69,7 +72,7 @@ func TestNoRetryWithIdempotencyKey(t *testing.T) {
 			// the second request reuses it.
 			f.outcome()
 			resp, body := f.mustPost(pathChatCompletions, chat("llama"), idem)
-			if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+			if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 				t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 			}
 			if o := f.outcome(); o.End != EndUnavailable {
@@ -108,7 +111,7 @@ func TestForwardedRequest(t *testing.T) {
 				w.Header().Set(headerMember, "spoofed")
 				_, _ = io.WriteString(w, "{}")
 			})
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}}))
 			body := `{"messages":[{"role":"user","content":"x"}],  "model" : "llama", "stream":false}`
 			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost,
 				f.front.URL+pathCompletions+"?api-version=1", io.MultiReader(strings.NewReader(body)))
@@ -151,17 +154,17 @@ func TestForwardedRequest(t *testing.T) {
 func TestSnapshotsFollowMembership(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 	// The caches still know a removed member and do not know gpu1 yet.
-	f.ready.set("ns/llama", map[string]bool{"gpu0": false, "old": true})
-	f.pressure.set("ns/llama", map[string]scheduler.Pressure{"old": fresh(0), "gpu0": fresh(0)})
+	f.ready.Set("ns/llama", map[string]bool{"gpu0": false, "old": true})
+	f.pressure.Set("ns/llama", map[string]scheduler.Pressure{"old": tierstest.Fresh(0), "gpu0": tierstest.Fresh(0)})
 	resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d: gpu0 is not ready and gpu1 is unknown to readiness, want 503", resp.StatusCode)
 	}
 	f.outcome()
-	f.ready.set("ns/llama", map[string]bool{"gpu1": true, "old": true})
+	f.ready.Set("ns/llama", map[string]bool{"gpu1": true, "old": true})
 	resp, _ = f.mustPost(pathChatCompletions, chat("llama"), nil)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get(headerMember) != "gpu1" {
 		t.Fatalf("status %d member %q, want gpu1", resp.StatusCode, resp.Header.Get(headerMember))
@@ -169,7 +172,7 @@ func TestSnapshotsFollowMembership(t *testing.T) {
 	if o := f.outcome(); o.Selection == nil || len(o.Selection.EligibleIDs) != 1 {
 		t.Fatalf("selection %+v, want only gpu1 eligible", o.Selection)
 	}
-	if f.pressure.snapshots.Load() == 0 {
+	if f.pressure.Snapshots.Load() == 0 {
 		t.Fatal("the request path never read the pressure snapshot")
 	}
 }

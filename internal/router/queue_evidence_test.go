@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	clocktesting "k8s.io/utils/clock/testing"
@@ -45,7 +46,7 @@ func newQueuedFixture(t *testing.T) *queuedFixture {
 	release := make(chan struct{})
 	gpu0 := newUpstream(t, "gpu0", nil)
 	gpu0.handle(holdOrAnswer(release))
-	f.apply(newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", gpu0.srv.URL, 1}}, withQueue(2, time.Minute, 0)))
+	f.apply(sourcetest.Tier("ns/q", []string{"q"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}}, withQueue(2, time.Minute, 0)))
 	ts, _ := f.rt.Tiers().Table().Lookup("ns/q")
 	return &queuedFixture{fixture: f, clk: clk, tier: ts, gpu0: gpu0, release: release, queued: queued, done: make(chan reply, 8)}
 }

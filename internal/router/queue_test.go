@@ -12,7 +12,9 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // queueFixture is a fixture serving ns/llama from n members with ceiling
@@ -32,7 +34,7 @@ func newQueueFixture(t *testing.T, o fixtureOptions, n int, queue func(*v1alpha1
 	queued := make(chan struct{}, 64)
 	o.admission = []admission.Option{admission.WithQueued(func() { queued <- struct{}{} })}
 	qf := &queueFixture{fixture: newFixture(t, o), queued: queued, arrived: make(chan string, 64), free: make(chan struct{}, 64)}
-	var members []memberSpec
+	var members []sourcetest.Member
 	for _, id := range []string{"gpu0", "gpu1", "gpu2"}[:n] {
 		up := newUpstream(t, id, nil)
 		up.handle(func(w http.ResponseWriter, r *http.Request) {
@@ -41,9 +43,9 @@ func newQueueFixture(t *testing.T, o fixtureOptions, n int, queue func(*v1alpha1
 			_, _ = io.WriteString(w, "{}")
 		})
 		qf.ups = append(qf.ups, up)
-		members = append(members, memberSpec{id, up.srv.URL, 1})
+		members = append(members, sourcetest.Member{ID: id, Endpoint: up.srv.URL, Max: 1})
 	}
-	qf.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, members, queue))
+	qf.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, members, queue))
 	return qf
 }
 
@@ -203,7 +205,7 @@ func TestQueueFullIs429(t *testing.T) {
 	refused := func(header http.Header, what string) {
 		t.Helper()
 		resp, body := qf.mustPost(pathChatCompletions, chat("llama"), header)
-		if resp.StatusCode != http.StatusTooManyRequests || errorCode(t, body) != "queue_full" || resp.Header.Get("Retry-After") != "1" {
+		if resp.StatusCode != http.StatusTooManyRequests || apierrortest.Code(t, body) != "queue_full" || resp.Header.Get("Retry-After") != "1" {
 			t.Fatalf("%s: %d %s %v, want 429 queue_full with Retry-After: 1", what, resp.StatusCode, body, resp.Header)
 		}
 		if o := qf.outcome(); o.Result != ResultNotAdmitted || o.Queue != QueueFull || o.Code != "queue_full" || o.Member != "" {
@@ -244,7 +246,7 @@ func TestQueueTimeoutIs503(t *testing.T) {
 	late := qf.wait(t, "late", nil)
 	clk.Step(2 * time.Second)
 	r := late.reply(t)
-	if r.status != http.StatusServiceUnavailable || errorCode(t, []byte(r.body)) != "queue_timeout" || r.header.Get("Retry-After") != "1" {
+	if r.status != http.StatusServiceUnavailable || apierrortest.Code(t, []byte(r.body)) != "queue_timeout" || r.header.Get("Retry-After") != "1" {
 		t.Fatalf("after maxWait: %d %s %v, want 503 queue_timeout with Retry-After: 1", r.status, r.body, r.header)
 	}
 	o := qf.outcome()
@@ -301,10 +303,10 @@ func TestQueueClientGone(t *testing.T) {
 // waiting requests when the router dispatches after the probe.
 func TestQueueReadyMemberTakesWaiters(t *testing.T) {
 	qf := newQueueFixture(t, fixtureOptions{}, 2, withQueue(4, time.Minute, 0))
-	qf.ready.set("ns/llama", map[string]bool{"gpu0": true, "gpu1": false})
+	qf.ready.Set("ns/llama", map[string]bool{"gpu0": true, "gpu1": false})
 	held := qf.hold(t, "held", nil)
 	w := qf.wait(t, "w", nil)
-	qf.ready.set("ns/llama", map[string]bool{"gpu0": true, "gpu1": true})
+	qf.ready.Set("ns/llama", map[string]bool{"gpu0": true, "gpu1": true})
 	qf.rt.Tiers().Dispatch()
 	if name := qf.next(t); name != "w" {
 		t.Fatalf("%s reached a member, want w", name)
@@ -347,7 +349,7 @@ func TestQueueRefusedWhenTierStops(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := w.reply(t)
-			if r.status != http.StatusServiceUnavailable || errorCode(t, []byte(r.body)) != tc.code || r.header.Get("Retry-After") != "1" {
+			if r.status != http.StatusServiceUnavailable || apierrortest.Code(t, []byte(r.body)) != tc.code || r.header.Get("Retry-After") != "1" {
 				t.Fatalf("%d %s %v, want 503 %s with Retry-After: 1", r.status, r.body, r.header, tc.code)
 			}
 			if o := qf.outcome(); o.Queue != QueueRefused || o.Code != tc.code {
@@ -365,7 +367,7 @@ func TestNoQueueRefusesAtOnce(t *testing.T) {
 	qf := newQueueFixture(t, fixtureOptions{}, 1, func(*v1alpha1.ReplicaTierSpec) {})
 	held := qf.hold(t, "held", nil)
 	resp, body := qf.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "capacity_exhausted" {
+	if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != "capacity_exhausted" {
 		t.Fatalf("%d %s, want 503 capacity_exhausted", resp.StatusCode, body)
 	}
 	if o := qf.outcome(); o.Queue != "" || o.Queued != 0 {
@@ -387,11 +389,11 @@ func TestNotSentWaitsInQueue(t *testing.T) {
 		<-free
 		_, _ = io.WriteString(w, "{}")
 	})
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", closedAddress(t), 1}, {"gpu1", gpu1.srv.URL, 1}}, withQueue(4, time.Minute, 0)))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: closedAddress(t), Max: 1}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 1}}, withQueue(4, time.Minute, 0)))
 	qf := &queueFixture{fixture: f, queued: queued, arrived: arrived, free: free}
 	held := qf.hold(t, "held", nil)
-	f.ready.pass("ns/llama", "gpu0") // gpu0 is ready again, and still refuses.
+	f.ready.Pass("ns/llama", "gpu0") // gpu0 is ready again, and still refuses.
 	late := qf.wait(t, "late", nil)
 	free <- struct{}{}
 	if name := qf.next(t); name != "late" {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // withQueue sets the tier's spec.queue; perTenant zero leaves the tenant
@@ -84,8 +85,8 @@ func TestQueueChangeReconfigures(t *testing.T) {
 func TestQueueReachesAdmission(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
-	members := []memberSpec{{"gpu0", up.srv.URL, 2}}
-	good := newTier("ns/llama", []string{"llama"}, "", members, withQueue(8, time.Second, 0))
+	members := []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 2}}
+	good := sourcetest.Tier("ns/llama", []string{"llama"}, "", members, withQueue(8, time.Second, 0))
 	f.apply(good)
 	first, _ := f.rt.Tiers().Table().Lookup("ns/llama")
 
@@ -98,8 +99,8 @@ func TestQueueReachesAdmission(t *testing.T) {
 		{"tenant share above the queue", withQueue(8, time.Second, 9)},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			bad := newTier("ns/llama", []string{"llama"}, "", members, tc.queue)
-			fresh := newTier("ns/new", []string{"new"}, "", members, tc.queue)
+			bad := sourcetest.Tier("ns/llama", []string{"llama"}, "", members, tc.queue)
+			fresh := sourcetest.Tier("ns/new", []string{"new"}, "", members, tc.queue)
 			f.apply(bad, fresh)
 			applied := map[string]string{}
 			for _, at := range f.rt.Tiers().Applied() {

@@ -11,11 +11,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
 // recheckProbes is a ReadinessView and a Rechecker standing in for the
@@ -41,7 +44,7 @@ func (p *recheckProbes) Ready(tier string) (map[string]bool, error) {
 	defer p.mu.Unlock()
 	m, ok := p.ready[tier]
 	if !ok {
-		return nil, errFakeUnknownTier
+		return nil, tierstest.ErrUnknownTier
 	}
 	out, after := maps.Clone(m), p.afterRead
 	p.afterRead = nil
@@ -130,11 +133,11 @@ func newReadmitHarness(t *testing.T, ids ...string) *readmitHarness {
 // tier returns tier key with aliases {alias} over the members ids and the
 // quiesce intent q (nil: none).
 func (h *readmitHarness) tier(key, alias string, q *v1alpha1.QuiesceSpec, ids ...string) source.Tier {
-	var members []memberSpec
+	var members []sourcetest.Member
 	for _, id := range ids {
-		members = append(members, memberSpec{id: id, endpoint: h.ups[id].srv.URL})
+		members = append(members, sourcetest.Member{ID: id, Endpoint: h.ups[id].srv.URL})
 	}
-	return newTier(key, []string{alias}, "", members, func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = q })
+	return sourcetest.Tier(key, []string{alias}, "", members, func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = q })
 }
 
 // apply registers the tiers with the probes, then applies them, as
@@ -154,7 +157,7 @@ func (h *readmitHarness) send(alias string) (int, string, string) {
 	body, _ := io.ReadAll(rec.Result().Body)
 	code := ""
 	if rec.Code != http.StatusOK {
-		code = errorCode(h.t, body)
+		code = apierrortest.Code(h.t, body)
 	}
 	return rec.Code, rec.Header().Get(headerMember), code
 }
@@ -309,9 +312,9 @@ func TestReadmissionWithoutRechecker(t *testing.T) {
 	f := newFixture(t, fixtureOptions{noRechecker: true})
 	up := newUpstream(t, "a", nil)
 	other := newUpstream(t, "b", nil)
-	members := []memberSpec{{"a", up.srv.URL, 0}, {"b", other.srv.URL, 0}}
-	f.apply(newTier("ns/llama", []string{"llama"}, "", members, func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = memberQuiesce("", "a") }))
-	f.apply(newTier("ns/llama", []string{"llama"}, "", members))
+	members := []sourcetest.Member{{ID: "a", Endpoint: up.srv.URL}, {ID: "b", Endpoint: other.srv.URL}}
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", members, func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = memberQuiesce("", "a") }))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", members))
 	got := []string{quick(t, f), quick(t, f)}
 	if !slices.Contains(got, "a") {
 		t.Fatalf("readmitted member a not served: %v", got)

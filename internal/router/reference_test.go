@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // referenceProxy is net/http's ReverseProxy in front of target, as a proxy
@@ -115,7 +117,7 @@ func TestResponseHeadersAsReverseProxy(t *testing.T) {
 				}
 			})
 			f := newFixture(t, fixtureOptions{})
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}}))
 			ref := referenceProxy(t, engine.url)
 			request := rawPost(pathChatCompletions, "", chat("llama"))
 			want := rawRoundTrip(t, ref.Listener.Addr().String(), request)
@@ -189,7 +191,7 @@ func TestRequestHeadersAsReverseProxy(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			engineURL, got := recordingEngine(t, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
 			f := newFixture(t, fixtureOptions{})
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engineURL, 0}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engineURL}}))
 			ref := referenceProxy(t, engineURL)
 			request := rawPost(pathChatCompletions, tt.headers, chat("llama"))
 			recv := func(addr string) textproto.MIMEHeader {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/tiers"
 
 	clocktesting "k8s.io/utils/clock/testing"
@@ -44,7 +46,7 @@ func newFilesHarness(t *testing.T, f *fixture, manifest string) *filesHarness {
 	done := make(chan error, 1)
 	go func() {
 		done <- src.Run(ctx, func(s source.Snapshot) {
-			f.ready.reconfigure(tiers.ReadinessTiers(s))
+			f.ready.Reconfigure(tiers.ReadinessTiers(s))
 			f.rt.Tiers().Apply(s)
 			h.applied <- s
 		})
@@ -301,10 +303,10 @@ func TestHotReloadDuringStreams(t *testing.T) {
 			// Raise the ceiling of gpu2, readmit gpu1: both admit again.
 			m2.max = 5
 			h.reload(manifest(strategy, []manifestMember{m1, m2}))
-			if n := f.ready.recheckCalls("ns/llama", "gpu1"); n != 1 {
+			if n := f.ready.RecheckCalls("ns/llama", "gpu1"); n != 1 {
 				t.Fatalf("readmitting gpu1 rechecked it %d times, want 1", n)
 			}
-			f.ready.pass("ns/llama", "gpu1") // its probe after the readmission.
+			f.ready.Pass("ns/llama", "gpu1") // its probe after the readmission.
 			seen := map[string]bool{}
 			for range 4 {
 				seen[quick(t, f)] = true
@@ -340,13 +342,13 @@ func TestRemovedTierKeepsLeases(t *testing.T) {
 	finish := make(chan struct{})
 	up := newUpstream(t, "gpu0", nil)
 	up.handle(heldStreams(finish))
-	tier := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 2}})
+	tier := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 2}})
 	f.apply(tier)
 	s := openStream(t, f)
 	f.apply() // the tier is gone.
 
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusNotFound || errorCode(t, body) != "model_not_found" {
+	if resp.StatusCode != http.StatusNotFound || apierrortest.Code(t, body) != "model_not_found" {
 		t.Fatalf("removed tier answered %d %s", resp.StatusCode, body)
 	}
 	f.outcome()
@@ -366,7 +368,7 @@ func TestRemovedTierKeepsLeases(t *testing.T) {
 	}
 	f.apply(tier) // back, with fresh counts and the old lease accounted for.
 	f.assertIdle("ns/llama")
-	f.ready.pass("ns/llama", "gpu0") // readmitted: its probe after the readmission.
+	f.ready.Pass("ns/llama", "gpu0") // readmitted: its probe after the readmission.
 	if got := quick(t, f); got != "gpu0" {
 		t.Fatalf("re-added tier routed to %q", got)
 	}
@@ -377,9 +379,9 @@ func TestRemovedTierKeepsLeases(t *testing.T) {
 func TestApplyErrors(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
-	good := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 2}})
-	broken := newTier("ns/llama", []string{"llama", "other"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 2}})
-	fresh := newTier("ns/new", []string{"new"}, "", []memberSpec{{"gpu0", "::", 2}})
+	good := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 2}})
+	broken := sourcetest.Tier("ns/llama", []string{"llama", "other"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "ftp://nowhere", Max: 2}})
+	fresh := sourcetest.Tier("ns/new", []string{"new"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "::", Max: 2}})
 	f.apply(good)
 	applied := f.apply(broken, fresh)
 	if applied.Served != 1 || len(applied.Refused) != 2 || applied.Refused[0].Key != "ns/llama" || applied.Refused[1].Key != "ns/new" {

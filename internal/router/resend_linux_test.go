@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // okResponse is the raw engines' answer.
@@ -80,7 +83,7 @@ func TestIdleCloseRacesAreResent(t *testing.T) {
 			raced.Add(1)
 		}
 	}})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}}))
 
 	var (
 		wg     sync.WaitGroup
@@ -133,7 +136,7 @@ func TestIdleCloseRacesAreResent(t *testing.T) {
 	if raced.Load() == 0 {
 		t.Fatal("no close crossed a request: the test did not reach the resend path")
 	}
-	if f.ready.recheckCalls("ns/llama", "gpu0") != 0 {
+	if f.ready.RecheckCalls("ns/llama", "gpu0") != 0 {
 		t.Fatal("an idle close ejected the member")
 	}
 	t.Logf("%d closes crossed a request, %d connections", raced.Load(), engine.acceptedConns())
@@ -160,13 +163,13 @@ func TestReadThenClosedIsNotResent(t *testing.T) {
 		}
 	})
 	f := newFixture(t, fixtureOptions{})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}}))
 	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}
 	f.outcome()
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+	if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 		t.Fatalf("second request: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
 	// The engine took the request and closed without answering: it is
@@ -208,20 +211,20 @@ func TestResendIsNotRetried(t *testing.T) {
 		_ = engine.ln.Close() // the engine goes away: the fresh dial is refused.
 		engine.closeConn(local.String())
 	}})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}}))
 	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}
 	f.outcome()
 	armed.Store(true)
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "no_eligible_member" {
+	if resp.StatusCode != http.StatusServiceUnavailable || apierrortest.Code(t, body) != "no_eligible_member" {
 		t.Fatalf("second request: %d %s, want 503 no_eligible_member", resp.StatusCode, body)
 	}
 	if o := f.outcome(); o.Result != ResultNotAdmitted || o.NotSentMember != "gpu0" || o.NotSentEjection != EjectRefused {
 		t.Fatalf("outcome %+v, want not admitted after gpu0 ejected connection_refused", o)
 	}
-	if n := f.ready.recheckCalls("ns/llama", "gpu0"); n != 1 {
+	if n := f.ready.RecheckCalls("ns/llama", "gpu0"); n != 1 {
 		t.Fatalf("Recheck called %d times, want 1", n)
 	}
 	if hooks.Load() != 1 || served.Load() != 1 || engine.acceptedConns() != 1 {

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
 	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // Markers the sentinel test plants where secrets and prompts travel.
@@ -61,11 +63,11 @@ func TestSentinel(t *testing.T) {
 	})
 	refused := closedAddress(t)
 	f.apply(
-		newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-			[]memberSpec{{"gpu0", up.srv.URL, 1}, {"gpu1", up.srv.URL, 1}}, tierMax(1)),
-		newTier("ns/down", []string{"down"}, "", []memberSpec{{"gpu0", refused, 1}}),
-		newTier("ns/drop", []string{"drop"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}}),
-		newTier("ns/slow", []string{"slow"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}}, timeouts(50*time.Millisecond, time.Minute)),
+		sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+			[]sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 1}, {ID: "gpu1", Endpoint: up.srv.URL, Max: 1}}, tierMax(1)),
+		sourcetest.Tier("ns/down", []string{"down"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: refused, Max: 1}}),
+		sourcetest.Tier("ns/drop", []string{"drop"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 1}}),
+		sourcetest.Tier("ns/slow", []string{"slow"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 1}}, timeouts(50*time.Millisecond, time.Minute)),
 	)
 
 	var produced []string // bodies the router itself produced.
@@ -84,7 +86,7 @@ func TestSentinel(t *testing.T) {
 			t.Fatalf("%s: status %d %s, want %d", model, resp.StatusCode, data, wantStatus)
 		}
 		if routerMade {
-			errorCode(t, data)
+			apierrortest.Code(t, data)
 			produced = append(produced, string(data))
 		}
 		for k, v := range resp.Header {

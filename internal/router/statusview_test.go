@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/adminserver"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/status"
 )
 
@@ -17,7 +18,7 @@ import (
 // whole seconds; and no queue once the tier's configuration has none.
 func TestStatusViewReportsQueue(t *testing.T) {
 	q := newQueuedFixture(t)
-	tier := newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", q.gpu0.srv.URL, 1}}, withQueue(2, time.Minute, 0))
+	tier := sourcetest.Tier("ns/q", []string{"q"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: q.gpu0.srv.URL, Max: 1}}, withQueue(2, time.Minute, 0))
 	tier.Generation = 3
 	q.apply(tier)
 	view := status.NewRouterView(adminserver.New(q.rt.Tiers(), adminserver.Options{}))
@@ -52,7 +53,7 @@ func TestStatusViewReportsQueue(t *testing.T) {
 	}
 
 	// Generation 4 removes the queue: the report has none.
-	tier = newTier("ns/q", []string{"q"}, "", []memberSpec{{"gpu0", q.gpu0.srv.URL, 1}})
+	tier = sourcetest.Tier("ns/q", []string{"q"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: q.gpu0.srv.URL, Max: 1}})
 	tier.Generation = 4
 	q.apply(tier)
 	if got := view.Reports(); len(got) != 1 || got[0].AppliedGeneration != 4 || got[0].Queue != nil {

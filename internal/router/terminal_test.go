@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // sseEvents is an SSE stream an upstream sends, event by event.
@@ -119,7 +121,7 @@ func terminalCases() []terminalCase {
 			},
 			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusGatewayTimeout || errorCode(t, body) != "upstream_timeout" {
+				if resp.StatusCode != http.StatusGatewayTimeout || apierrortest.Code(t, body) != "upstream_timeout" {
 					t.Fatalf("got %d %q, want 504 upstream_timeout", resp.StatusCode, body)
 				}
 				checkLabels(t, resp.Header, "gpu0")
@@ -377,7 +379,7 @@ func terminalCases() []terminalCase {
 			},
 			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+				if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 			},
@@ -390,7 +392,7 @@ func terminalCases() []terminalCase {
 			},
 			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+				if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 			},
@@ -403,7 +405,7 @@ func terminalCases() []terminalCase {
 			},
 			run: func(t *testing.T, f *fixture, _ *fakeMember) {
 				resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-				if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+				if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 					t.Fatalf("got %d %q, want 502 upstream_unavailable", resp.StatusCode, body)
 				}
 			},
@@ -457,7 +459,7 @@ const knownLengthHead = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-
 func expectUnsentAnswer(status int, code string) func(*testing.T, *fixture, *fakeMember) {
 	return func(t *testing.T, f *fixture, _ *fakeMember) {
 		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
-		if resp.StatusCode != status || errorCode(t, body) != code {
+		if resp.StatusCode != status || apierrortest.Code(t, body) != code {
 			t.Fatalf("got %d %q, want %d %s", resp.StatusCode, body, status, code)
 		}
 		if resp.Header.Get("X-Engine-Trace") != "" || resp.Header.Get("Content-Type") != "application/json" {
@@ -554,8 +556,8 @@ func TestTerminalPaths(t *testing.T) {
 				if tc.upstream != nil {
 					gpu0.handle(tc.upstream)
 				}
-				f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-					[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}, tc.mutate...))
+				f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+					[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}, tc.mutate...))
 
 				tc.run(t, f, gpu0)
 
@@ -597,8 +599,8 @@ func TestStreamFlushesEachEvent(t *testing.T) {
 				<-next
 				writeEvents(w, sseEvents[1:]...)
 			})
-			f.apply(newTier("ns/llama", []string{"llama"}, strategy,
-				[]memberSpec{{"gpu0", gpu0.srv.URL, 2}, {"gpu1", gpu1.srv.URL, 2}}))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, strategy,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: gpu1.srv.URL, Max: 2}}))
 
 			resp, err := f.post(context.Background(), pathChatCompletions, chat("llama")+"\n", nil)
 			if err != nil {
@@ -668,8 +670,8 @@ func TestFailedBodyClosesMemberConnectionBeforeRelease(t *testing.T) {
 				<-r.Context().Done() // the member's server saw the connection close.
 				close(memberGone)
 			})
-			f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-				[]memberSpec{{"gpu0", gpu0.srv.URL, 1}}, tc.mutate))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: 1}}, tc.mutate))
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

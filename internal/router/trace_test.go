@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // The caller's trace context in the tracing tests.
@@ -68,8 +69,8 @@ func TestTraceAdmittedRequest(t *testing.T) {
 	keys, _ := apikeys.Parse([]byte("sk-trace-secret-key\n"))
 	f, exp := newTracedFixture(t, fixtureOptions{keys: keys})
 	up := newUpstream(t, "gpu0", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", up.srv.URL, 2}, {"gpu1", up.srv.URL, 2}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 2}, {ID: "gpu1", Endpoint: up.srv.URL, Max: 2}}))
 
 	const prompt = "the-secret-prompt-text"
 	body := `{"model":"llama","messages":[{"role":"user","content":"` + prompt + `"}]}`
@@ -252,7 +253,7 @@ func TestTraceRefusedAndFailed(t *testing.T) {
 			if tt.mutate != nil {
 				mutate = append(mutate, tt.mutate)
 			}
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", endpoint, 0}}, mutate...))
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: endpoint}}, mutate...))
 			f.mustPost(pathChatCompletions, chat(tt.model), http.Header{"Authorization": {"Bearer " + tt.key}})
 			o := f.outcome()
 			s := onlySpan(t, exp)
@@ -292,7 +293,7 @@ func TestTraceRefusedAndFailed(t *testing.T) {
 func TestTraceSampledOut(t *testing.T) {
 	f, exp := newTracedFixture(t, fixtureOptions{}, sdktrace.WithSampler(sdktrace.NeverSample()))
 	up := newUpstream(t, "gpu0", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}}))
 	f.mustPost(pathChatCompletions, chat("llama"), nil)
 	f.outcome()
 	if n := len(exp.GetSpans()); n != 0 {
@@ -313,7 +314,7 @@ func TestTraceOff(t *testing.T) {
 		t.Fatal("a router without a TracerProvider has a tracer")
 	}
 	up := newUpstream(t, "gpu0", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}}))
 	caller := "00-" + callerTraceID + "-" + callerSpanID + "-01"
 	for i, h := range []http.Header{nil, {"Traceparent": {caller}, "Tracestate": {callerTracestate}}} {
 		f.mustPost(pathChatCompletions, chat("llama"), h)
@@ -336,7 +337,7 @@ func TestTraceHandedOver(t *testing.T) {
 	f, exp := newTracedFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
 	f.rt.handedOver = func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 1}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 1}}))
 	ts, _ := f.rt.Tiers().Table().Lookup("ns/llama")
 	h, _, err := ts.Admission().HandOver(make(chan struct{}, 1))
 	if err != nil {
@@ -367,7 +368,7 @@ func TestTraceFirstTokenAndUsage(t *testing.T) {
 	f, exp := newTracedFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
 	up.handle(scriptedStream(nil, roleEvent+helEvent+usageEvent))
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []memberSpec{{"gpu0", up.srv.URL, 1}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 1}}))
 	if resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK || string(body) != roleEvent+helEvent+usageEvent {
 		t.Fatalf("got %d %q", resp.StatusCode, body)
 	}

@@ -19,6 +19,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/apierror/apierrortest"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 	"github.com/sluice-dev/sluice/internal/upstream"
 )
 
@@ -71,7 +73,7 @@ func TestMemberHeaders(t *testing.T) {
 		_, _ = io.WriteString(w, "{}")
 	})
 	f := newFixture(t, fixtureOptions{})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL}}))
 	resp, err := f.post(t.Context(), pathChatCompletions+"?api-version=1&x=%2F", chat("llama"), http.Header{
 		"Connection":        {"X-Hop"},
 		"X-Hop":             {"1"},
@@ -131,7 +133,7 @@ func TestMemberConnections(t *testing.T) {
 		_, _ = io.WriteString(w, "{}")
 	})
 	f := newFixture(t, fixtureOptions{})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL}}))
 	post := func(step string) {
 		t.Helper()
 		resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
@@ -177,7 +179,7 @@ func TestMemberBodies(t *testing.T) {
 		_, _ = io.WriteString(w, "{}")
 	})
 	f := newFixture(t, fixtureOptions{})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL}}))
 	// body returns a body of size bytes naming the served model; the
 	// client sends it with the alias, which the router replaces.
 	body := func(size int) string {
@@ -224,7 +226,7 @@ func TestHTTPSMember(t *testing.T) {
 	endpoint := srv.URL // https://127.0.0.1:port; the certificate names 127.0.0.1.
 
 	f := newFixture(t, fixtureOptions{tls: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", endpoint, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: endpoint}}))
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 	if resp.StatusCode != http.StatusOK || string(body) != `{"tls":true}` {
 		t.Fatalf("trusted member: %d %s", resp.StatusCode, body)
@@ -234,9 +236,9 @@ func TestHTTPSMember(t *testing.T) {
 	}
 
 	untrusted := newFixture(t, fixtureOptions{})
-	untrusted.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", endpoint, 0}}))
+	untrusted.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: endpoint}}))
 	resp, body = untrusted.mustPost(pathChatCompletions, chat("llama"), nil)
-	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+	if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 		t.Fatalf("untrusted member: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
 	if o := untrusted.outcome(); o.End != EndUnavailable {
@@ -258,7 +260,7 @@ func TestInformationalAndTrailers(t *testing.T) {
 		w.Header().Set("X-Tokens", "42")
 	})
 	f := newFixture(t, fixtureOptions{})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL}}))
 	resp, err := f.post(t.Context(), pathChatCompletions, chat("llama"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -295,9 +297,9 @@ func TestSwitchingProtocolsIsRefused(t *testing.T) {
 		_ = conn.Close()
 	})
 	f := newFixture(t, fixtureOptions{})
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL}}))
 	resp, body := f.mustPost(pathChatCompletions, chat("llama"), http.Header{"X-Upgrade": {"1"}})
-	if resp.StatusCode != http.StatusBadGateway || errorCode(t, body) != "upstream_unavailable" {
+	if resp.StatusCode != http.StatusBadGateway || apierrortest.Code(t, body) != "upstream_unavailable" {
 		t.Fatalf("got %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
 	if o := f.outcome(); o.End != EndUnavailable || o.ProtocolError != ProtocolSwitchingProtocols {
@@ -324,7 +326,7 @@ func TestIdleReaper(t *testing.T) {
 	})
 	fc := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	rt := New(Options{Clock: fc, MemberIdleTimeout: idle})
-	rt.Tiers().Apply(sourceSnapshot(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", srv.URL, 0}})))
+	rt.Tiers().Apply(sourcetest.Snapshot(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: srv.URL}})))
 	front := httptest.NewServer(rt)
 	t.Cleanup(front.Close)
 	post := func() {
@@ -384,8 +386,8 @@ func TestCloseIdleOnReconfigure(t *testing.T) {
 	gone, _, goneStates := memberServerStates(t, handler)
 	kept, keptConns, keptStates := memberServerStates(t, handler)
 	f := newFixture(t, fixtureOptions{})
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-		[]memberSpec{{"gpu0", gone.URL, 0}, {"gpu1", kept.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: gone.URL}, {ID: "gpu1", Endpoint: kept.URL}}))
 	for range 2 {
 		if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
@@ -394,7 +396,7 @@ func TestCloseIdleOnReconfigure(t *testing.T) {
 	}
 	waitState(t, goneStates, http.StateIdle)
 	waitState(t, keptStates, http.StateIdle)
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []memberSpec{{"gpu1", kept.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, []sourcetest.Member{{ID: "gpu1", Endpoint: kept.URL}}))
 	waitState(t, goneStates, http.StateClosed)
 	if resp, _ := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
@@ -462,7 +464,7 @@ func TestInformationalBounds(t *testing.T) {
 			engine := newRawEngine(t, func(c net.Conn, br *bufio.Reader) { tt.serve(c, br, stalled) })
 			t.Cleanup(func() { close(stalled) })
 			f := newFixture(t, fixtureOptions{})
-			f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}},
+			f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}},
 				timeouts(200*time.Millisecond, time.Minute)))
 			resp, body := f.mustPost(pathChatCompletions, chat("llama"), nil)
 			if resp.StatusCode != tt.wantStatus {
@@ -578,8 +580,8 @@ func TestResponseHeaderBounds(t *testing.T) {
 			other := newUpstream(t, "gpu1", nil)
 			f := newFixture(t, fixtureOptions{})
 			f.apply(
-				newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", engine.url, 0}}, timeouts(time.Minute, time.Minute)),
-				newTier("ns/other", []string{"other"}, "", []memberSpec{{"gpu1", other.srv.URL, 0}}))
+				sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: engine.url}}, timeouts(time.Minute, time.Minute)),
+				sourcetest.Tier("ns/other", []string{"other"}, "", []sourcetest.Member{{ID: "gpu1", Endpoint: other.srv.URL}}))
 			start := time.Now()
 			type result struct {
 				status int
@@ -624,7 +626,7 @@ func TestResponseHeaderBounds(t *testing.T) {
 			wantEnd := EndComplete
 			if tt.wantStatus == http.StatusBadGateway {
 				wantEnd = EndUnavailable
-				if code := errorCode(t, r.body); code != "upstream_unavailable" {
+				if code := apierrortest.Code(t, r.body); code != "upstream_unavailable" {
 					t.Fatalf("code %q, want upstream_unavailable", code)
 				}
 				if elapsed := time.Since(start); elapsed > 20*time.Second {

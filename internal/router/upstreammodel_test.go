@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // upstreamModel sets the tier's upstreamModel.
@@ -54,8 +55,8 @@ func TestUpstreamModel(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			f := newFixture(t, fixtureOptions{})
 			up := newUpstream(t, "gpu0", nil)
-			f.apply(newTier("ns/llama", tt.aliases, v1alpha1.StrategyCapacity,
-				[]memberSpec{{"gpu0", up.srv.URL, 4}, {"gpu1", up.srv.URL, 4}}, upstreamModel(tt.mode)))
+			f.apply(sourcetest.Tier("ns/llama", tt.aliases, v1alpha1.StrategyCapacity,
+				[]sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL, Max: 4}, {ID: "gpu1", Endpoint: up.srv.URL, Max: 4}}, upstreamModel(tt.mode)))
 			resp, reply := f.mustPost(pathChatCompletions, tt.body, nil)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, reply)
@@ -82,7 +83,7 @@ func TestUpstreamModel(t *testing.T) {
 func TestUpstreamModelReconfigured(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
-	members := []memberSpec{{"gpu0", up.srv.URL, 0}}
+	members := []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}}
 	steps := []struct {
 		mutate func(*v1alpha1.ReplicaTierSpec)
 		want   string
@@ -92,7 +93,7 @@ func TestUpstreamModelReconfigured(t *testing.T) {
 		{func(s *v1alpha1.ReplicaTierSpec) { s.ServedModel = "org/Other-Model" }, chat("org/Other-Model")},
 	}
 	for i, st := range steps {
-		f.apply(newTier("ns/llama", []string{"llama"}, "", members, st.mutate))
+		f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", members, st.mutate))
 		if resp, reply := f.mustPost(pathChatCompletions, chat("llama"), nil); resp.StatusCode != http.StatusOK {
 			t.Fatalf("step %d: status %d: %s", i, resp.StatusCode, reply)
 		}
@@ -109,7 +110,7 @@ func TestUpstreamModelReconfigured(t *testing.T) {
 func TestUpstreamModelLargeBody(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	up := newUpstream(t, "gpu0", nil)
-	f.apply(newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", up.srv.URL, 0}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: up.srv.URL}}))
 	prompt := strings.Repeat("tokens ", (2<<20)/7) // twice the largest pooled buffer (1 MiB).
 	body := `{"prompt":"` + prompt + `","model":"llama"}`
 	if resp, reply := f.mustPost(pathCompletions, body, nil); resp.StatusCode != http.StatusOK {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // stalledClients is how many clients TestClientThatStopsReadingReleasesLease
@@ -80,8 +81,8 @@ func TestClientThatStopsReadingReleasesLease(t *testing.T) {
 		}
 	})
 	const idle = 500 * time.Millisecond
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-		[]memberSpec{{"gpu0", gpu0.srv.URL, stalledClients}}, timeouts(5*time.Second, idle)))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: stalledClients}}, timeouts(5*time.Second, idle)))
 
 	addr := f.front.Listener.Addr().String()
 	for range stalledClients {

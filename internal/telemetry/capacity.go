@@ -139,7 +139,7 @@ func (c *CapacityCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.queueMax, prometheus.GaugeValue, float64(*t.Queue.MaxRequests), t.Tier)
 		}
 		var targets map[string]pressure.Target
-		if c.targets != nil && c.fetches != nil && t.Strategy == string(bounds.StrategyCapacity) {
+		if c.targets != nil && c.fetches != nil && bounds.Strategy(t.Strategy).UsesPressure() {
 			targets = c.targets.MetricsTargets(t.Tier)
 		}
 		for j := range t.Members {

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/router"
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
 // capacityNames are the metrics of the capacity collector.
@@ -27,10 +28,10 @@ var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 // goldenRouter is a router with a Capacity tier whose four members are in
 // the four freshness classes (gpu3 not ready, without metrics), and a
 // RoundRobin tier without a tier ceiling and with one unbounded member.
-func goldenRouter(t *testing.T) (*router.Router, *adminserver.Admin, *fakePressure) {
+func goldenRouter(t *testing.T) (*router.Router, *adminserver.Admin, *tierstest.Pressure) {
 	t.Helper()
 	ready := &fakeReadiness{notReady: map[string]bool{"ns/llama#gpu3": true}}
-	press := &fakePressure{}
+	press := &tierstest.Pressure{}
 	rt := router.New(router.Options{Readiness: ready, Pressure: press})
 	t.Cleanup(rt.Close)
 	snap := source.Snapshot{Tiers: []source.Tier{
@@ -45,7 +46,7 @@ func goldenRouter(t *testing.T) (*router.Router, *adminserver.Admin, *fakePressu
 	}}
 	ready.register(snap)
 	rt.Tiers().Apply(snap)
-	press.set("ns/llama", map[string]scheduler.Pressure{
+	press.Set("ns/llama", map[string]scheduler.Pressure{
 		"gpu0": freshPressure, "gpu1": stalePressure, "gpu2": failedPressure, "gpu3": unknownPressure,
 	})
 	return rt, adminserver.New(rt.Tiers(), adminserver.Options{}), press
@@ -78,10 +79,10 @@ func TestCapacityGolden(t *testing.T) {
 	if err := testutil.CollectAndCompare(c, bytes.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	if n := press.snapshots.Load(); n != 0 {
+	if n := press.Snapshots.Load(); n != 0 {
 		t.Fatalf("a scrape called Snapshot %d times; only Peek is allowed", n)
 	}
-	if n := press.peeks.Load(); n != 2 {
+	if n := press.Peeks.Load(); n != 2 {
 		t.Fatalf("two scrapes made %d Peeks, want one per Capacity tier per scrape", n)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,44 +105,6 @@ func (f *fakeReadiness) register(s source.Snapshot) {
 			f.tiers[t.Key] = append(f.tiers[t.Key], m.ID)
 		}
 	}
-}
-
-// fakePressure is a tiers.PressureView the test controls; it counts the
-// two kinds of reads.
-type fakePressure struct {
-	mu        sync.Mutex
-	tiers     map[string]map[string]scheduler.Pressure
-	snapshots atomic.Int64
-	peeks     atomic.Int64
-}
-
-func (f *fakePressure) Snapshot(tier string) (map[string]scheduler.Pressure, error) {
-	f.snapshots.Add(1)
-	return f.read(tier)
-}
-
-func (f *fakePressure) Peek(tier string) (map[string]scheduler.Pressure, error) {
-	f.peeks.Add(1)
-	return f.read(tier)
-}
-
-func (f *fakePressure) read(tier string) (map[string]scheduler.Pressure, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	m, ok := f.tiers[tier]
-	if !ok {
-		return nil, errUnknownTier
-	}
-	return maps.Clone(m), nil
-}
-
-func (f *fakePressure) set(tier string, p map[string]scheduler.Pressure) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.tiers == nil {
-		f.tiers = map[string]map[string]scheduler.Pressure{}
-	}
-	f.tiers[tier] = maps.Clone(p)
 }
 
 // The four freshness classes as the pressure cache reports them.

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
 	"github.com/sluice-dev/sluice/internal/tiers"
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
 
 // holdingMember is a fake engine: requests whose body contains "hold"
@@ -63,12 +64,12 @@ type loadRig struct {
 	members  []*holdingMember
 	registry *prometheus.Registry
 	requests *RequestMetrics
-	press    *fakePressure
+	press    *tierstest.Pressure
 }
 
 func newLoadRig(t *testing.T) *loadRig {
 	t.Helper()
-	g := &loadRig{requests: NewRequestMetrics(), press: &fakePressure{}}
+	g := &loadRig{requests: NewRequestMetrics(), press: &tierstest.Pressure{}}
 	g.members = []*holdingMember{newHoldingMember(t, "gpu0"), newHoldingMember(t, "gpu1")}
 	ready := &fakeReadiness{}
 	g.rt = router.New(router.Options{Readiness: ready, Pressure: g.press, Recorder: g.requests})
@@ -81,7 +82,7 @@ func newLoadRig(t *testing.T) *loadRig {
 	}}
 	ready.register(snap)
 	g.rt.Tiers().Apply(snap)
-	g.press.set("ns/cap", map[string]scheduler.Pressure{"gpu0": freshPressure, "gpu1": stalePressure})
+	g.press.Set("ns/cap", map[string]scheduler.Pressure{"gpu0": freshPressure, "gpu1": stalePressure})
 	g.admin = adminserver.New(g.rt.Tiers(), adminserver.Options{})
 	g.front = httptest.NewServer(g.rt)
 	t.Cleanup(g.front.Close)
@@ -300,7 +301,7 @@ func TestMetricsAgreeWithCapacityView(t *testing.T) {
 	if total != 4+6*25 {
 		t.Fatalf("sluice_requests_total sums to %v, want %d", total, 4+6*25)
 	}
-	if g.press.snapshots.Load() == 0 {
+	if g.press.Snapshots.Load() == 0 {
 		t.Fatal("the Capacity requests did not read pressure")
 	}
 }

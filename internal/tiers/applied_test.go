@@ -4,6 +4,8 @@ import (
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestApplied proves Applied reports the generation and members in force,
@@ -13,19 +15,19 @@ import (
 // configuration clears the error.
 func TestApplied(t *testing.T) {
 	set := New(Options{})
-	good := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:1", 0}, {"gpu1", "http://127.0.0.1:2", 0}})
+	good := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:1"}, {ID: "gpu1", Endpoint: "http://127.0.0.1:2"}})
 	good.Generation = 4
-	set.Apply(sourceSnapshot(good))
+	set.Apply(sourcetest.Snapshot(good))
 	if got := set.Applied(); len(got) != 1 || got[0].Generation != 4 || got[0].ApplyError != "" ||
 		strings.Join(got[0].Members, ",") != "gpu0,gpu1" || got[0].Namespace != "ns" || got[0].Name != "llama" {
 		t.Fatalf("Applied = %+v", got)
 	}
 
-	broken := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "ftp://nowhere", 0}})
+	broken := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "ftp://nowhere"}})
 	broken.Generation = 5
-	fresh := newTier("ns/fresh", []string{"fresh"}, "", []memberSpec{{"gpu0", "::", 0}})
+	fresh := sourcetest.Tier("ns/fresh", []string{"fresh"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "::"}})
 	fresh.Generation = 1
-	set.Apply(sourceSnapshot(broken, fresh))
+	set.Apply(sourcetest.Snapshot(broken, fresh))
 	got := set.Applied()
 	if len(got) != 2 || got[0].Key != "ns/fresh" || got[1].Key != "ns/llama" {
 		t.Fatalf("Applied = %+v, want fresh and llama", got)
@@ -44,7 +46,7 @@ func TestApplied(t *testing.T) {
 	}
 
 	good.Generation = 6
-	set.Apply(sourceSnapshot(good))
+	set.Apply(sourcetest.Snapshot(good))
 	if got := set.Applied(); len(got) != 1 || got[0].Generation != 6 || got[0].ApplyError != "" || got[0].FailedGeneration != 0 {
 		t.Fatalf("Applied after a good generation = %+v", got)
 	}
@@ -57,11 +59,11 @@ func TestApplied(t *testing.T) {
 func TestRetain(t *testing.T) {
 	var got []map[string]bool
 	set := New(Options{Retain: func(addrs map[string]bool) { got = append(got, addrs) }})
-	llama := newTier("ns/llama", []string{"llama"}, "", []memberSpec{{"gpu0", "http://127.0.0.1:8001", 0}, {"gpu1", "http://127.0.0.1:8002/v1", 0}})
-	embed := newTier("ns/embed", []string{"embed"}, "", []memberSpec{{"cpu0", "https://localhost", 0}})
-	refused := newTier("ns/refused", []string{"refused"}, "", []memberSpec{{"gpu9", "ftp://127.0.0.1:9", 0}})
-	set.Apply(sourceSnapshot(llama, embed))
-	set.Apply(sourceSnapshot(llama, refused))
+	llama := sourcetest.Tier("ns/llama", []string{"llama"}, "", []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001"}, {ID: "gpu1", Endpoint: "http://127.0.0.1:8002/v1"}})
+	embed := sourcetest.Tier("ns/embed", []string{"embed"}, "", []sourcetest.Member{{ID: "cpu0", Endpoint: "https://localhost"}})
+	refused := sourcetest.Tier("ns/refused", []string{"refused"}, "", []sourcetest.Member{{ID: "gpu9", Endpoint: "ftp://127.0.0.1:9"}})
+	set.Apply(sourcetest.Snapshot(llama, embed))
+	set.Apply(sourcetest.Snapshot(llama, refused))
 	want := []map[string]bool{
 		{"127.0.0.1:8001": true, "127.0.0.1:8002": true, "localhost:443": true},
 		{"127.0.0.1:8001": true, "127.0.0.1:8002": true},

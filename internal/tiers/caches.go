@@ -1,8 +1,6 @@
 package tiers
 
 import (
-	"github.com/sluice-dev/sluice/api/bounds"
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
@@ -59,7 +57,7 @@ func ReadinessTiers(s source.Snapshot) []readiness.Tier {
 func PressureTiers(s source.Snapshot) []pressure.Tier {
 	var out []pressure.Tier
 	for _, t := range s.Tiers {
-		if t.Spec.EffectiveStrategy() != v1alpha1.StrategyCapacity {
+		if !t.Spec.EffectiveStrategy().UsesPressure() {
 			continue
 		}
 		pt := pressure.Tier{Key: t.Key}
@@ -88,7 +86,7 @@ func PressureTiers(s source.Snapshot) []pressure.Tier {
 func (set *Set) Inputs(t *Tier, cfg *Config) admission.Inputs {
 	in := admission.Inputs{ReadmitEpoch: t.admission.ReadmitEpoch()}
 	in.Ready = set.ready(t.key, cfg)
-	if cfg.strategy == bounds.StrategyCapacity {
+	if cfg.strategy.UsesPressure() {
 		in.Pressure = set.pressures(t.key, cfg)
 	}
 	return in

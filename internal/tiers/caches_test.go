@@ -7,17 +7,18 @@ import (
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
 	"github.com/sluice-dev/sluice/internal/source"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestCacheRegistrations proves the registrations the router derives from a
 // snapshot are what the readiness and pressure caches accept.
 func TestCacheRegistrations(t *testing.T) {
-	capacity := newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]memberSpec{{"gpu0", "http://127.0.0.1:8001", 2}, {"gpu1", "http://127.0.0.1:8002/", 3}},
+	capacity := sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001", Max: 2}, {ID: "gpu1", Endpoint: "http://127.0.0.1:8002/", Max: 3}},
 		func(s *v1alpha1.ReplicaTierSpec) {
 			s.Members[0].Metrics = &v1alpha1.MetricsSpec{Engine: v1alpha1.EngineSGLang, Path: "/custom/metrics"}
 		})
-	roundRobin := newTier("ns/rr", []string{"rr"}, "", []memberSpec{{"a", "http://127.0.0.1:9001", 0}, {"b", "http://127.0.0.1:9002", 0}})
+	roundRobin := sourcetest.Tier("ns/rr", []string{"rr"}, "", []sourcetest.Member{{ID: "a", Endpoint: "http://127.0.0.1:9001"}, {ID: "b", Endpoint: "http://127.0.0.1:9002"}})
 	s := source.Snapshot{Tiers: []source.Tier{capacity, roundRobin}}
 
 	rt := ReadinessTiers(s)

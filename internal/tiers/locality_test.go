@@ -2,41 +2,10 @@ package tiers
 
 import (
 	"errors"
-	"net/netip"
-	"sync"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/tiers/tierstest"
 )
-
-// fakeHostAddrs is a HostAddrs whose addresses and error a test sets, and
-// which counts its reads.
-type fakeHostAddrs struct {
-	mu    sync.Mutex
-	addrs []netip.Addr
-	err   error
-	reads int
-}
-
-func (f *fakeHostAddrs) read() ([]netip.Addr, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads++
-	return f.addrs, f.err
-}
-
-func (f *fakeHostAddrs) set(err error, addrs ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.addrs, f.err = nil, err
-	for _, a := range addrs {
-		f.addrs = append(f.addrs, netip.MustParseAddr(a))
-	}
-}
-
-func (f *fakeHostAddrs) readCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.reads
-}
 
 // TestHostAddrSetLocal proves which endpoint hosts count as this host's:
 // localhost, 127.0.0.0/8 and ::1 without reading the addresses, and this
@@ -70,25 +39,25 @@ func TestHostAddrSetLocal(t *testing.T) {
 		{"engine.internal", false, false},
 		{"", false, false},
 	} {
-		src := &fakeHostAddrs{}
-		src.set(nil, "192.0.2.10", "2001:db8::10", "fe80::1%eth0", "::ffff:192.0.2.20")
-		set := &hostAddrSet{source: src.read}
+		src := &tierstest.HostAddrs{}
+		src.Set(nil, "192.0.2.10", "2001:db8::10", "fe80::1%eth0", "::ffff:192.0.2.20")
+		set := &hostAddrSet{source: src.Read}
 		got, err := set.local(tc.host)
 		if err != nil || got != tc.local {
 			t.Errorf("local(%q) = %v, %v; want %v", tc.host, got, err, tc.local)
 		}
-		if reads := src.readCount(); reads != map[bool]int{false: 0, true: 1}[tc.needsRead] {
+		if reads := src.Reads(); reads != map[bool]int{false: 0, true: 1}[tc.needsRead] {
 			t.Errorf("local(%q) read the addresses %d times", tc.host, reads)
 		}
 		_, _ = set.local(tc.host)
-		if reads := src.readCount(); reads > 1 {
+		if reads := src.Reads(); reads > 1 {
 			t.Errorf("a second local(%q) read the addresses again: %d reads", tc.host, reads)
 		}
 	}
 
-	failing := &fakeHostAddrs{}
-	failing.set(errors.New("netlink: no such device"))
-	set := &hostAddrSet{source: failing.read}
+	failing := &tierstest.HostAddrs{}
+	failing.Set(errors.New("netlink: no such device"))
+	set := &hostAddrSet{source: failing.Read}
 	if ok, err := set.local("127.0.0.1"); !ok || err != nil {
 		t.Errorf("loopback with a failing source = %v, %v", ok, err)
 	}

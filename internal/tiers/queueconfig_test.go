@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // withQueue sets the tier's spec.queue; perTenant zero leaves the tenant
@@ -25,7 +26,7 @@ func withQueue(maxRequests int32, maxWait time.Duration, perTenant int32) func(*
 // configuration's Queue, field for field, and that a tier without one gets
 // no queue.
 func TestNewTierConfigQueue(t *testing.T) {
-	members := []memberSpec{{"gpu0", "http://127.0.0.1:8001", 2}, {"gpu1", "http://127.0.0.1:8002", 2}}
+	members := []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001", Max: 2}, {ID: "gpu1", Endpoint: "http://127.0.0.1:8002", Max: 2}}
 	for _, tc := range []struct {
 		desc   string
 		mutate []func(*v1alpha1.ReplicaTierSpec)
@@ -38,7 +39,7 @@ func TestNewTierConfigQueue(t *testing.T) {
 			want: &admission.Queue{MaxRequests: 10000, MaxWait: 10 * time.Millisecond}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			tier := newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, members, tc.mutate...)
+			tier := sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity, members, tc.mutate...)
 			_, acfg, _, err := newTierConfig(tier, &hostAddrSet{})
 			if err != nil {
 				t.Fatal(err)

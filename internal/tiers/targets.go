@@ -1,7 +1,6 @@
 package tiers
 
 import (
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/pressure"
 )
 
@@ -17,7 +16,7 @@ func (set *Set) MetricsTargets(tier string) map[string]pressure.Target {
 		return nil
 	}
 	spec := &ts.cfg.Load().tier.Spec
-	if spec.EffectiveStrategy() != v1alpha1.StrategyCapacity {
+	if !spec.EffectiveStrategy().UsesPressure() {
 		return nil
 	}
 	out := make(map[string]pressure.Target, len(spec.Members))
