@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
 
 // TestQuietStreamsHoldNoCopyBuffer proves a stream waiting for its next
@@ -31,8 +32,8 @@ func TestQuietStreamsHoldNoCopyBuffer(t *testing.T) {
 		<-next
 		writeEvents(w, sseEvents[1:]...)
 	})
-	f.apply(newTier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
-		[]memberSpec{{"gpu0", gpu0.srv.URL, streams}}))
+	f.apply(sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: gpu0.srv.URL, Max: streams}}))
 
 	bodies := make([]io.ReadCloser, 0, streams)
 	defer func() {
