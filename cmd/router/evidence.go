@@ -61,14 +61,16 @@ func (o *observability) recorder() router.Recorder {
 
 // register adds GET /metrics (open) and the /admin/v1/decisions routes
 // (authenticated) to the admin handler; the metrics include conns, the
-// front door's connection counts.
-func (o *observability) register(admin *adminserver.Admin, rt *router.Router, conns *telemetry.ConnectionCollector) {
+// front door's connection counts, and the model-server gauges read from
+// samples, the pressure cache whose collector o wraps.
+func (o *observability) register(admin *adminserver.Admin, rt *router.Router, samples telemetry.PressureReader, conns *telemetry.ConnectionCollector) {
 	var drops telemetry.SinkDropSource
 	if o.sink != nil {
 		drops = o.sink
 	}
 	reg := telemetry.NewRegistry(
 		telemetry.NewCapacityCollector(telemetry.CapacityOptions{Source: admin, Targets: rt.Tiers(), Fetches: o.fetches}),
+		telemetry.NewModelServerCollector(telemetry.ModelServerOptions{Source: admin, Pressure: samples, Targets: rt.Tiers(), Fetches: o.fetches}),
 		o.requests,
 		o.fetches,
 		telemetry.NewDecisionLogCollector(drops, o.log),

@@ -197,6 +197,10 @@ spec:
 		`sluice_upstream_first_byte_seconds_count{member=`,
 		`sluice_pressure_age_seconds{member="gpu0",tier="ns/llama"}`,
 		`sluice_decision_log_dropped_total{reason="queue_full"} 0`,
+		// The model-server gauges a cluster picker scrapes
+		// (docs/OPERATIONS.md#model-server-gauges).
+		`vllm:num_requests_running{model_name="served/model",tier="ns/llama"} 0`,
+		`vllm:num_requests_waiting{model_name="served/model",tier="ns/llama"} `,
 		`sluice_decision_scheduler_evidence_dropped_total 0`,
 		`sluice_build_info{goversion="go`,
 		"\ngo_goroutines ",

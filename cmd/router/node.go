@@ -92,7 +92,7 @@ func (n *node) build(ctx context.Context) error {
 	n.closers = append(n.closers, func() { n.traces.shutdown(n.log) })
 	n.newRouter()
 	n.admin = adminserver.New(n.rt.Tiers(), adminserver.Options{Token: n.keys.admin, ReadyWithoutTiers: n.cfg.readyWithoutTiers})
-	n.obs.register(n.admin, n.rt, telemetry.NewConnectionCollector(n.conns.counts))
+	n.obs.register(n.admin, n.rt, n.samples, telemetry.NewConnectionCollector(n.conns.counts))
 	if n.cfg.enablePprof {
 		registerPprof(n.admin)
 	}

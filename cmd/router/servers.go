@@ -58,12 +58,13 @@ func closeWhenDraining(w http.ResponseWriter, draining *atomic.Bool) {
 	}
 }
 
-// readyOnceServing fails /readyz until the front door listens: the admin
+// readyOnceServing fails /readyz and the per-tier /readyz/{namespace}/{name}
+// until the front door listens: the admin
 // listener opens first, and a router replacing another must not be taken
 // for ready before it takes front door connections.
 func readyOnceServing(h http.Handler, serving *atomic.Bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/readyz" && !serving.Load() {
+		if (r.URL.Path == "/readyz" || strings.HasPrefix(r.URL.Path, "/readyz/")) && !serving.Load() {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "front door not listening yet\n")

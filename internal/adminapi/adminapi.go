@@ -22,6 +22,8 @@ type TierCapacity struct {
 	Tier string `json:"tier"`
 	// Strategy is Direct, RoundRobin or Capacity.
 	Strategy string `json:"strategy"`
+	// ServedModel is the model id every member serves (spec.servedModel).
+	ServedModel string `json:"served_model"`
 	// Active is the tier's reservation count.
 	Active int `json:"active"`
 	// MaxConcurrency is the effective tier ceiling; null when unbounded.

@@ -32,11 +32,11 @@ func TestWireNames(t *testing.T) {
 	four, two, ten := 4, 2, 10
 	ppm := int64(250000)
 	roundTrip(t, CapacityView{Tiers: []TierCapacity{{
-		Tier: "ns/llama", Strategy: "Capacity", Active: 1, MaxConcurrency: &four, State: "admitting", Draining: false, Removed: false,
+		Tier: "ns/llama", Strategy: "Capacity", ServedModel: "meta/llama", Active: 1, MaxConcurrency: &four, State: "admitting", Draining: false, Removed: false,
 		Queue: TierQueue{MaxRequests: &ten, Waiting: 3, OldestWaitMillis: 1500},
 		Members: []MemberCapacity{{ID: "gpu0", Active: 1, MaxConcurrency: &two, State: "admitting", Phase: "Admitting", Draining: false, Ready: true,
 			Pressure: &MemberPressure{Freshness: "fresh", PPM: &ppm, RequestState: "ok", KVState: "ok"}}},
-	}}}, `{"tiers":[{"tier":"ns/llama","strategy":"Capacity","active":1,"max_concurrency":4,"state":"admitting","draining":false,"removed":false,`+
+	}}}, `{"tiers":[{"tier":"ns/llama","strategy":"Capacity","served_model":"meta/llama","active":1,"max_concurrency":4,"state":"admitting","draining":false,"removed":false,`+
 		`"queue":{"max_requests":10,"waiting":3,"oldest_wait_ms":1500},`+
 		`"members":[{"id":"gpu0","active":1,"max_concurrency":2,"state":"admitting","phase":"Admitting","draining":false,"ready":true,`+
 		`"pressure":{"freshness":"fresh","pressure_ppm":250000,"requests_state":"ok","kv_state":"ok"}}]}]}`)

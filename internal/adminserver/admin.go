@@ -25,8 +25,8 @@ type Options struct {
 	ReadyWithoutTiers bool
 }
 
-// Admin is the admin listener's handler: GET /healthz and /readyz (open),
-// and under bearer authentication GET /admin/v1/capacity,
+// Admin is the admin listener's handler: GET /healthz, /readyz and
+// /readyz/{namespace}/{name} (open), and under bearer authentication GET /admin/v1/capacity,
 // /admin/v1/tiers, /admin/v1/tiers/{namespace}/{name} and
 // POST /admin/v1/tiers/{namespace}/{name}/drain. Other packages add routes
 // (metrics, decisions) with Handle and HandlePublic. It only reads: intent
@@ -44,6 +44,7 @@ func New(set *tiers.Set, opts Options) *Admin {
 	a := &Admin{set: set, token: opts.Token, mux: http.NewServeMux(), readyIfEmpty: opts.ReadyWithoutTiers}
 	a.HandlePublic("GET /healthz", http.HandlerFunc(a.healthz))
 	a.HandlePublic("GET /readyz", http.HandlerFunc(a.readyz))
+	a.HandlePublic("GET /readyz/{namespace}/{name}", http.HandlerFunc(a.tierReadyz))
 	a.Handle("GET /admin/v1/capacity", http.HandlerFunc(a.capacity))
 	a.Handle("GET /admin/v1/tiers", http.HandlerFunc(a.tiers))
 	a.Handle("GET /admin/v1/tiers/{namespace}/{name}", http.HandlerFunc(a.tier))
@@ -94,21 +95,56 @@ func (a *Admin) healthz(w http.ResponseWriter, _ *http.Request) {
 // readyz succeeds once a snapshot serving at least one tier was applied
 // (or any snapshot, with Options.ReadyWithoutTiers), until NotReady.
 func (a *Admin) readyz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	tab := a.set.Table()
+	reason := a.routerNotReady(tab)
+	if reason == "" && len(tab.Served()) == 0 && !a.readyIfEmpty {
+		reason = "no tier served"
+	}
+	writeReadiness(w, reason)
+}
+
+// tierReadyz succeeds while the router is ready (but for having no tier)
+// and the one tier serves: it is served, admitting and has an eligible
+// member (adminapi.TierCapacity.NotServing), for the readinessProbe of a
+// router whose pod stands for that tier in a cluster picker's pool
+// (docs/ROUTER.md#6-admin-api). A saturated tier is ready.
+func (a *Admin) tierReadyz(w http.ResponseWriter, r *http.Request) {
+	tab := a.set.Table()
+	reason := a.routerNotReady(tab)
+	if reason == "" {
+		ts, served := tab.Lookup(r.PathValue("namespace") + "/" + r.PathValue("name"))
+		if ts == nil || !served {
+			reason = "tier not served"
+		} else {
+			tc := a.tierCapacity(ts, ts.Admission().Snapshot(), true)
+			reason = tc.NotServing()
+		}
+	}
+	writeReadiness(w, reason)
+}
+
+// routerNotReady says why the router is not ready whatever it serves;
+// empty when it is.
+func (a *Admin) routerNotReady(tab *tiers.Table) string {
 	switch {
 	case a.stopping.Load():
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("shutting down\n"))
+		return "shutting down"
 	case !tab.Loaded():
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("no configuration loaded yet\n"))
-	case len(tab.Served()) == 0 && !a.readyIfEmpty:
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("no tier served\n"))
-	default:
-		_, _ = w.Write([]byte("ok\n"))
+		return "no configuration loaded yet"
 	}
+	return ""
+}
+
+// writeReadiness answers a readiness probe: 200 ok when reason is empty,
+// else 503 with the reason.
+func writeReadiness(w http.ResponseWriter, reason string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if reason != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(reason + "\n")) //nolint:gosec // reason is one of a closed set of constant texts, never request input.
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
 }
 
 // writeJSON encodes v as the response.

@@ -201,3 +201,79 @@ func TestAdminHealthAndReadiness(t *testing.T) {
 		})
 	}
 }
+
+// TestTierReadiness proves /readyz/{namespace}/{name} succeeds while the
+// tier serves, saturated or not, and fails with the reason while the
+// router is not ready, the tier is not served or quiesced, or none of its
+// members is eligible (docs/ROUTER.md#6-admin-api).
+func TestTierReadiness(t *testing.T) {
+	members := []sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:1", Max: 1}, {ID: "gpu1", Endpoint: "http://127.0.0.1:2", Max: 1}}
+	llama := sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, members)
+	quiesced := sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, members,
+		func(s *v1alpha1.ReplicaTierSpec) { s.Quiesce = &v1alpha1.QuiesceSpec{Tier: "upgrade"} })
+	memberQuiesced := sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyRoundRobin, members,
+		func(s *v1alpha1.ReplicaTierSpec) {
+			s.Quiesce = &v1alpha1.QuiesceSpec{Members: map[string]v1alpha1.QuiesceReason{"gpu0": "upgrade"}}
+		})
+	other := sourcetest.Tier("ns/other", []string{"other"}, v1alpha1.StrategyRoundRobin, members)
+	for _, tt := range []struct {
+		desc     string
+		apply    []source.Tier // nil: nothing applied.
+		notReady []string      // members not ready.
+		full     bool          // both members hold a lease.
+		stopping bool
+		path     string
+		want     int
+		wantBody string
+	}{
+		{desc: "before any configuration", path: "/readyz/ns/llama", want: http.StatusServiceUnavailable, wantBody: "no configuration loaded yet"},
+		{desc: "serving", apply: []source.Tier{llama}, path: "/readyz/ns/llama", want: http.StatusOK, wantBody: "ok"},
+		{desc: "saturated", apply: []source.Tier{llama}, full: true, path: "/readyz/ns/llama", want: http.StatusOK, wantBody: "ok"},
+		{desc: "one member quiesced", apply: []source.Tier{memberQuiesced}, path: "/readyz/ns/llama", want: http.StatusOK},
+		{desc: "another tier", apply: []source.Tier{other}, path: "/readyz/ns/llama", want: http.StatusServiceUnavailable, wantBody: "tier not served"},
+		{desc: "quiesced", apply: []source.Tier{quiesced}, path: "/readyz/ns/llama", want: http.StatusServiceUnavailable, wantBody: "tier quiesced"},
+		{desc: "no ready member", apply: []source.Tier{llama}, notReady: []string{"gpu0", "gpu1"}, path: "/readyz/ns/llama",
+			want: http.StatusServiceUnavailable, wantBody: "no eligible member"},
+		{desc: "one ready member", apply: []source.Tier{llama}, notReady: []string{"gpu0"}, path: "/readyz/ns/llama", want: http.StatusOK},
+		{desc: "shutting down", apply: []source.Tier{llama}, stopping: true, path: "/readyz/ns/llama",
+			want: http.StatusServiceUnavailable, wantBody: "shutting down"},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			ready := &tierstest.Readiness{}
+			set := tiers.New(tiers.Options{Readiness: ready, Logger: slog.New(slog.DiscardHandler)})
+			a := New(set, Options{})
+			if tt.apply != nil {
+				snap := source.Snapshot{Tiers: tt.apply}
+				ready.Reconfigure(tiers.ReadinessTiers(snap))
+				set.Apply(snap)
+				for _, tier := range tt.apply {
+					status := map[string]bool{"gpu0": true, "gpu1": true}
+					for _, id := range tt.notReady {
+						status[id] = false
+					}
+					ready.Set(tier.Key, status)
+				}
+			}
+			if tt.full {
+				tab := set.Table()
+				ts, _ := tab.Lookup("ns/llama")
+				for range 2 {
+					if _, err := ts.Admission().Acquire(set.Inputs(ts, ts.Config())); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := ts.Admission().Acquire(set.Inputs(ts, ts.Config())); err == nil {
+					t.Fatal("a third lease was admitted: the tier is not saturated")
+				}
+			}
+			if tt.stopping {
+				a.NotReady()
+			}
+			w := newRecorder()
+			a.ServeHTTP(w, mustRequest(t, http.MethodGet, tt.path))
+			if w.status != tt.want || !strings.Contains(w.body.String(), tt.wantBody) {
+				t.Fatalf("%s = %d %q, want %d %q", tt.path, w.status, w.body.String(), tt.want, tt.wantBody)
+			}
+		})
+	}
+}

@@ -72,16 +72,17 @@ func (a *Admin) tierCapacity(ts *tiers.Tier, snap admission.Snapshot, served boo
 	tc := adminapi.TierCapacity{
 		Tier:           ts.Key(),
 		Strategy:       bounds.StrategyName(snap.Strategy),
+		ServedModel:    ts.Config().Source().Spec.ServedModel,
 		Active:         snap.Active,
 		MaxConcurrency: ceiling(snap.Ceiling),
-		State:          "admitting",
+		State:          adminapi.StateAdmitting,
 		Draining:       snap.Draining,
 		Removed:        !served,
 		Queue:          a.tierQueue(ts.Admission().QueueStats()),
 		Members:        make([]adminapi.MemberCapacity, 0, len(snap.Members)),
 	}
 	if snap.Quiesced {
-		tc.State = "quiesced"
+		tc.State = adminapi.StateQuiesced
 	}
 	readiness := a.set.Readiness()
 	var ready map[string]bool
@@ -97,16 +98,16 @@ func (a *Admin) tierCapacity(ts *tiers.Tier, snap admission.Snapshot, served boo
 			ID:             m.ID,
 			Active:         m.Active,
 			MaxConcurrency: ceiling(m.Ceiling),
-			State:          "admitting",
+			State:          adminapi.StateAdmitting,
 			Phase:          string(m.Phase),
 			Draining:       m.Draining,
 			Ready:          readiness == nil && served && !m.Removed || ready[m.ID],
 		}
 		switch {
 		case m.Removed:
-			mc.State = "removed"
+			mc.State = adminapi.StateRemoved
 		case m.Quiesced:
-			mc.State = "quiesced"
+			mc.State = adminapi.StateQuiesced
 		}
 		if snap.Strategy.UsesPressure() {
 			p, ok := pressure[m.ID]

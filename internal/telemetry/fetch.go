@@ -48,16 +48,28 @@ const maxTrackedTargets = 2 * bounds.MaxNodeMembers
 
 // FetchMetrics counts the pressure cache's metrics fetches by result
 // (sluice_pressure_fetch_total) and remembers when each target's last
-// fetch completed, for sluice_pressure_age_seconds (see CapacityOptions).
-// It learns both by wrapping the cache's Collector (Wrap), so it sees
-// exactly the fetches the cache's workers make, on their goroutines. It is
-// a prometheus.Collector; all methods are safe for concurrent use.
+// fetch completed, for sluice_pressure_age_seconds (see CapacityOptions),
+// and what the last one returned when it succeeded, for the model-server
+// gauges (see ModelServerOptions). It learns all three by wrapping the
+// cache's Collector (Wrap), so it sees exactly the fetches the cache's
+// workers make, on their goroutines. It is a prometheus.Collector; all
+// methods are safe for concurrent use.
 type FetchMetrics struct {
 	clock   clock.PassiveClock
 	fetches *prometheus.CounterVec
 
 	mu        sync.Mutex
-	completed map[pressure.Target]time.Time
+	completed map[pressure.Target]fetchRecord
+}
+
+// fetchRecord is what FetchMetrics keeps of a target's last fetch.
+type fetchRecord struct {
+	// at is when it completed, by the pressure cache's clock.
+	at time.Time
+	// sample is what it returned; valid only when ok.
+	sample scheduler.Telemetry
+	// ok says the fetch succeeded (pressure.OutcomeSuccess).
+	ok bool
 }
 
 // NewFetchMetrics returns a FetchMetrics reading clk, which must be the
@@ -72,7 +84,7 @@ func NewFetchMetrics(clk clock.PassiveClock) *FetchMetrics {
 			Name: namePressureFetches,
 			Help: "Engine metrics fetches made by the pressure cache, by result.",
 		}, []string{labelResult}),
-		completed: map[pressure.Target]time.Time{},
+		completed: map[pressure.Target]fetchRecord{},
 	}
 	for _, o := range pressure.Outcomes {
 		f.fetches.WithLabelValues(string(o))
@@ -92,8 +104,9 @@ func (f *FetchMetrics) Describe(ch chan<- *prometheus.Desc) { f.fetches.Describe
 // Collect implements prometheus.Collector.
 func (f *FetchMetrics) Collect(ch chan<- prometheus.Metric) { f.fetches.Collect(ch) }
 
-// observe counts one fetch that started at start and ended now.
-func (f *FetchMetrics) observe(target pressure.Target, start time.Time, err error) {
+// observe counts one fetch that started at start and ended now, having
+// returned sample and err.
+func (f *FetchMetrics) observe(target pressure.Target, start time.Time, sample scheduler.Telemetry, err error) {
 	end := f.clock.Now()
 	result := pressure.Classify(err, end.Sub(start))
 	f.fetches.WithLabelValues(string(result)).Inc()
@@ -105,7 +118,21 @@ func (f *FetchMetrics) observe(target pressure.Target, start time.Time, err erro
 	if _, ok := f.completed[target]; !ok && len(f.completed) >= maxTrackedTargets {
 		f.forgetOldestLocked()
 	}
-	f.completed[target] = end
+	rec := fetchRecord{at: end, ok: result == pressure.OutcomeSuccess}
+	if rec.ok {
+		rec.sample = scheduler.Telemetry{Running: copyValue(sample.Running), Waiting: copyValue(sample.Waiting), KVUsage: copyValue(sample.KVUsage)}
+	}
+	f.completed[target] = rec
+}
+
+// copyValue returns a copy of *v, or nil: a kept sample shares no memory
+// with the collector that returned it.
+func copyValue(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	return &c
 }
 
 // forgetOldestLocked drops the oldest completion. f.mu must be held.
@@ -113,9 +140,9 @@ func (f *FetchMetrics) forgetOldestLocked() {
 	var oldest pressure.Target
 	var at time.Time
 	first := true
-	for t, ts := range f.completed {
-		if first || ts.Before(at) {
-			oldest, at, first = t, ts, false
+	for t, rec := range f.completed {
+		if first || rec.at.Before(at) {
+			oldest, at, first = t, rec.at, false
 		}
 	}
 	delete(f.completed, oldest)
@@ -125,8 +152,20 @@ func (f *FetchMetrics) forgetOldestLocked() {
 func (f *FetchMetrics) completedAt(target pressure.Target) (time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	at, ok := f.completed[target]
-	return at, ok
+	rec, ok := f.completed[target]
+	return rec.at, ok
+}
+
+// lastSample returns what the target's last fetch returned and when it
+// completed, when that fetch succeeded.
+func (f *FetchMetrics) lastSample(target pressure.Target) (scheduler.Telemetry, time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec, ok := f.completed[target]
+	if !ok || !rec.ok {
+		return scheduler.Telemetry{}, time.Time{}, false
+	}
+	return rec.sample, rec.at, true
 }
 
 // countingCollector is the pressure.Collector FetchMetrics.Wrap returns.
@@ -143,6 +182,6 @@ func (c countingCollector) Collect(ctx context.Context, target pressure.Target) 
 	if err != nil && ctx.Err() != nil {
 		counted = context.Canceled // the cache cancelled it; the collector may report a transport error.
 	}
-	c.metrics.observe(target, start, counted)
+	c.metrics.observe(target, start, t, counted)
 	return t, err
 }
