@@ -29,6 +29,7 @@ func TestHelmLint(t *testing.T) {
 	for _, args := range [][]string{
 		{"lint", "--strict", chartDir},
 		{"lint", "--strict", chartDir, "--values", allOptions},
+		{"lint", "--strict", chartDir, "--values", sluicePoolValues},
 		{"lint", "--strict", chartDir, "--set-json", `router.apiKeys.keys=["k1","k2"]`},
 	} {
 		if out, err := runHelm(t, args...); err != nil {

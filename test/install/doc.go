@@ -5,7 +5,8 @@
 // request of theirs is forbidden, and every granted verb on every resource
 // is used. It also follows docs/INSTALL.md's path for a user with a
 // cluster: `make install`, `make run-manager` and `make uninstall` against
-// the API server. The tests live in the _test files; run them with
+// the API server, and applies config/inferencepool over the Gateway API
+// Inference Extension's CRDs. The tests live in the _test files; run them with
 // KUBEBUILDER_ASSETS pointing at kube-apiserver, etcd and kubectl
 // (`make envtest-bins`).
 package install
