@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -14,15 +15,18 @@ import (
 // snapshot are what the readiness and pressure caches accept.
 func TestCacheRegistrations(t *testing.T) {
 	capacity := sourcetest.Tier("ns/llama", []string{"llama"}, v1alpha1.StrategyCapacity,
-		[]sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001", Max: 2}, {ID: "gpu1", Endpoint: "http://127.0.0.1:8002/", Max: 3}},
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: "http://127.0.0.1:8001", Max: 2}, {ID: "gpu1", Endpoint: "http://127.0.0.1:8002/", Max: 3},
+			{ID: "gpu2", Endpoint: "http://127.0.0.1:8003", Max: 4}},
 		func(s *v1alpha1.ReplicaTierSpec) {
 			s.Members[0].Metrics = &v1alpha1.MetricsSpec{Engine: v1alpha1.EngineSGLang, Path: "/custom/metrics"}
+			s.Members[2].Metrics = &v1alpha1.MetricsSpec{Path: "/metrics", Series: &v1alpha1.SeriesSpec{
+				Running: `srv_requests{state="running"}`, KVUsage: "srv_kv_cache_usage_ratio"}}
 		})
 	roundRobin := sourcetest.Tier("ns/rr", []string{"rr"}, "", []sourcetest.Member{{ID: "a", Endpoint: "http://127.0.0.1:9001"}, {ID: "b", Endpoint: "http://127.0.0.1:9002"}})
 	s := source.Snapshot{Tiers: []source.Tier{capacity, roundRobin}}
 
 	rt := ReadinessTiers(s)
-	if len(rt) != 2 || rt[0].Key != "ns/llama" || rt[0].ServedModel != "served/model" || len(rt[0].Members) != 2 ||
+	if len(rt) != 2 || rt[0].Key != "ns/llama" || rt[0].ServedModel != "served/model" || len(rt[0].Members) != 3 ||
 		rt[0].Members[1].Endpoint != "http://127.0.0.1:8002/" {
 		t.Fatalf("readiness tiers = %+v", rt)
 	}
@@ -35,6 +39,20 @@ func TestCacheRegistrations(t *testing.T) {
 	}
 	if m := pt[0].Members[1]; m.Engine != "" || m.MetricsURL != "" || m.Capacity != 3 {
 		t.Fatalf("gpu1 without metrics = %+v", m)
+	}
+	wantSeries := pressure.Series{Running: `srv_requests{state="running"}`, KVUsage: "srv_kv_cache_usage_ratio"}
+	if m := pt[0].Members[2]; m.Engine != "" || m.Series != wantSeries || m.MetricsURL != "http://127.0.0.1:8003/metrics" {
+		t.Fatalf("gpu2 with named series = %+v", m)
+	}
+
+	set := New(Options{})
+	set.Apply(sourcetest.Snapshot(capacity))
+	wantTargets := map[string]pressure.Target{
+		"gpu0": {MetricsURL: "http://127.0.0.1:8001/custom/metrics", Engine: pressure.EngineSGLang},
+		"gpu2": {MetricsURL: "http://127.0.0.1:8003/metrics", Series: wantSeries},
+	}
+	if got := set.MetricsTargets("ns/llama"); !maps.Equal(got, wantTargets) {
+		t.Fatalf("MetricsTargets = %+v, want %+v", got, wantTargets)
 	}
 
 	rc := readiness.New(readiness.Options{})
