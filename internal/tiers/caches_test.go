@@ -2,11 +2,14 @@ package tiers
 
 import (
 	"maps"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/enginesim"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
+	"github.com/sluice-dev/sluice/internal/scheduler"
 	"github.com/sluice-dev/sluice/internal/source"
 	"github.com/sluice-dev/sluice/internal/source/sourcetest"
 )
@@ -67,4 +70,60 @@ func TestCacheRegistrations(t *testing.T) {
 	}
 	var _ ReadinessView = rc
 	var _ PressureView = pc
+}
+
+// TestNamedSeriesAreSampledLikeAnEngine registers a Capacity tier in front
+// of three Triton-flavored enginesims: gpu0 declares the engine, gpu1 and
+// gpu2 name the same series themselves. gpu0 and gpu1 carry the same hidden
+// load and read the same pressure; gpu2, less loaded, reads less.
+func TestNamedSeriesAreSampledLikeAnEngine(t *testing.T) {
+	endpoints := make([]string, 3)
+	for i, hidden := range []int{3, 3, 1} {
+		cfg := enginesim.DefaultConfig()
+		cfg.Flavor = enginesim.FlavorTritonTRTLLM
+		cfg.MaxNumSeqs, cfg.HiddenLoad, cfg.HiddenLoadTokens, cfg.KVCapacityTokens = 8, hidden, 100, 8000
+		sim, err := enginesim.NewServer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(sim)
+		t.Cleanup(srv.Close)
+		endpoints[i] = srv.URL
+	}
+	series := &v1alpha1.SeriesSpec{
+		Running: `nv_trt_llm_request_metrics{request_type="scheduled"}`,
+		Waiting: `nv_trt_llm_request_metrics{request_type="waiting"}`,
+		KVUsage: `nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction"}`,
+	}
+	tier := sourcetest.Tier("ns/trt", []string{"trt"}, v1alpha1.StrategyCapacity,
+		[]sourcetest.Member{{ID: "gpu0", Endpoint: endpoints[0], Max: 8}, {ID: "gpu1", Endpoint: endpoints[1], Max: 8},
+			{ID: "gpu2", Endpoint: endpoints[2], Max: 8}},
+		func(s *v1alpha1.ReplicaTierSpec) {
+			s.Members[0].Metrics = &v1alpha1.MetricsSpec{Engine: v1alpha1.EngineTritonTRTLLM}
+			s.Members[1].Metrics = &v1alpha1.MetricsSpec{Series: series}
+			s.Members[2].Metrics = &v1alpha1.MetricsSpec{Series: series}
+		})
+
+	sampled := make(chan string, 3)
+	pc := pressure.New(pressure.Options{Sampled: func(id string) { sampled <- id }})
+	defer pc.Close()
+	if err := pc.Reconfigure(PressureTiers(source.Snapshot{Tiers: []source.Tier{tier}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.Snapshot("ns/trt"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		<-sampled
+	}
+	got, err := pc.Peek("ns/trt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (3 running + 0 waiting) / 8 = 375000 ppm beats KV 300/8000.
+	want := scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 375000,
+		RequestState: scheduler.SignalValid, KVState: scheduler.SignalValid}
+	if got["gpu0"] != want || got["gpu1"] != want || got["gpu2"].Freshness != scheduler.FreshnessFresh || got["gpu2"].PPM != 125000 {
+		t.Fatalf("pressures = %+v, want gpu0 and gpu1 %+v and gpu2 fresh at 125000 ppm", got, want)
+	}
 }
