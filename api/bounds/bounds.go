@@ -40,6 +40,19 @@ const (
 	MemberIDPattern = `^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`
 	// MaxMemberIDLength is the longest member id, in bytes.
 	MaxMemberIDLength = 32
+
+	// SeriesSelectorPattern is the grammar of a named pressure series
+	// (metrics.series): a Prometheus metric name, optionally followed by 1
+	// to MaxSeriesMatchers equality matchers label="value", comma
+	// separated, whose values are printable ASCII without a double quote or
+	// backslash (so a value needs no escaping and ends at its quote).
+	SeriesSelectorPattern = `^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[ !#-\[\]-~]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[ !#-\[\]-~]*"){0,3}\})?$`
+	// MaxSeriesMatchers bounds the label matchers of one series selector:
+	// the engines' own series need one (Triton's request_type), a few
+	// more select a model or rank.
+	MaxSeriesMatchers = 4
+	// MaxSeriesSelectorLength is the longest series selector, in bytes.
+	MaxSeriesSelectorLength = 256
 )
 
 // ValidMemberID reports whether id matches MemberIDPattern, without a

@@ -118,6 +118,18 @@ func TestCRDRepeatsTheBounds(t *testing.T) {
 		}
 	}
 
+	// Every named series is a SeriesSelector: its length bound and its CEL
+	// rule, whose regular expression is the pattern verbatim.
+	for _, signal := range []string{"running", "waiting", "kvUsage"} {
+		sel := dig(t, spec, "members", "items", "properties", "metrics", "properties", "series", "properties", signal)
+		if got := dig(t, sel, "maxLength"); got != float64(bounds.MaxSeriesSelectorLength) {
+			t.Errorf("CRD series.%s maxLength = %v, want %d", signal, got, bounds.MaxSeriesSelectorLength)
+		}
+		if rule, _ := dig(t, sel, "x-kubernetes-validations", 0, "rule").(string); rule != "self.matches(r'"+bounds.SeriesSelectorPattern+"')" {
+			t.Errorf("CRD series.%s rule = %q, want SeriesSelectorPattern", signal, rule)
+		}
+	}
+
 	// The router's queue report: its bounds are the spec's, and no request
 	// waits longer than the longest maxWait.
 	queue := dig(t, crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "status", "properties", "queue", "properties")
@@ -195,6 +207,23 @@ func TestStrategyName(t *testing.T) {
 	for _, s := range bounds.Strategies() {
 		if got := bounds.StrategyName(s); got != string(s) {
 			t.Errorf("StrategyName(%q) = %q", s, got)
+		}
+	}
+}
+
+// TestSeriesSelectorMatchers proves SeriesSelectorPattern admits
+// MaxSeriesMatchers matchers and no more, through the API's validation.
+func TestSeriesSelectorMatchers(t *testing.T) {
+	for n := 1; n <= bounds.MaxSeriesMatchers+1; n++ {
+		matchers := make([]string, n)
+		for i := range matchers {
+			matchers[i] = fmt.Sprintf(`l%d="v"`, i)
+		}
+		tier := validationtable.Base()
+		tier.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Running: sluicev1.SeriesSelector("m{" + strings.Join(matchers, ",") + "}")}
+		want := n <= bounds.MaxSeriesMatchers
+		if ok := !hasErrorAt(sluicev1.Validate(tier).ToAggregate(), "spec.members[0].metrics.series.running"); ok != want {
+			t.Errorf("%d matchers: accepted %t, want %t", n, ok, want)
 		}
 	}
 }

@@ -5,8 +5,8 @@ package v1alpha1
 // checks what it can of them against the engines and records the rest in
 // the qualification report, and never writes any of them.
 const (
-	// AnnotationEngine declares the members' inference engine: vllm,
-	// sglang, llamacpp or tgi.
+	// AnnotationEngine declares the members' inference engine, one of
+	// Engines.
 	AnnotationEngine = "qualify.sluice.dev/engine"
 	// AnnotationEngineVersion declares the engine's version, as the engine
 	// reports it (vLLM's GET /version).

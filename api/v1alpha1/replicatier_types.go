@@ -79,7 +79,7 @@ const (
 )
 
 // Engine names the metrics dialect of a member's inference engine.
-// +kubebuilder:validation:Enum=vllm;sglang;llamacpp;tgi
+// +kubebuilder:validation:Enum=vllm;sglang;llamacpp;tgi;trtllm-serve;triton-tensorrt-llm
 type Engine string
 
 // The engines whose metrics the router can read.
@@ -92,6 +92,10 @@ const (
 	EngineLlamaCPP Engine = "llamacpp"
 	// EngineTGI reads Text Generation Inference's metrics.
 	EngineTGI Engine = "tgi"
+	// EngineTRTLLMServe reads TensorRT-LLM's trtllm-serve metrics.
+	EngineTRTLLMServe Engine = "trtllm-serve"
+	// EngineTritonTRTLLM reads the Triton TensorRT-LLM backend's metrics.
+	EngineTritonTRTLLM Engine = "triton-tensorrt-llm"
 )
 
 // Engines returns every engine, in the order of Engine's Enum marker; it is
@@ -100,8 +104,18 @@ const (
 // marker and the generated CRD to them. The slice is new and owned by the
 // caller.
 func Engines() []Engine {
-	return []Engine{EngineVLLM, EngineSGLang, EngineLlamaCPP, EngineTGI}
+	return []Engine{EngineVLLM, EngineSGLang, EngineLlamaCPP, EngineTGI, EngineTRTLLMServe, EngineTritonTRTLLM}
 }
+
+// SeriesSelector selects the samples of one Prometheus metric, as an instant
+// vector selector with equality matchers does: a metric name, optionally
+// followed by up to four matchers, name{label="value",...}. A label value is
+// printable ASCII without a double quote or backslash. The grammar is
+// bounds.SeriesSelectorPattern.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=256
+// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[ !#-\[\]-~]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[ !#-\[\]-~]*"){0,3}\})?$')`,message=`must be a Prometheus metric name with at most 4 label matchers, as name or name{label="value",...}`
+type SeriesSelector string
 
 // QuiesceReason is a short machine-readable reason for quiescing a member,
 // such as "driver-upgrade".
@@ -228,11 +242,15 @@ type Member struct {
 	Metrics *MetricsSpec `json:"metrics,omitempty"`
 }
 
-// MetricsSpec locates a member's Prometheus metrics.
+// MetricsSpec locates a member's Prometheus metrics and names the series
+// that carry its pressure: an engine's (engine), the member's own (series),
+// or both, a named series replacing the engine's for its signal.
+// +kubebuilder:validation:XValidation:rule="has(self.engine) || has(self.series)",message="metrics must name an engine or series"
 type MetricsSpec struct {
-	// Engine is the metrics dialect of the member's engine.
-	// +required
-	Engine Engine `json:"engine"`
+	// Engine is the metrics dialect of the member's engine. Absent means
+	// only the named series are read.
+	// +optional
+	Engine Engine `json:"engine,omitempty"`
 
 	// Path is the metrics path on the member's endpoint.
 	// +optional
@@ -240,6 +258,31 @@ type MetricsSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9._~/-]*$`
 	Path string `json:"path,omitempty"`
+
+	// Series names the member's own pressure series, for an engine in no
+	// dialect or a series its dialect does not read.
+	// +optional
+	Series *SeriesSpec `json:"series,omitempty"`
+}
+
+// SeriesSpec names, per pressure signal, the series a member's engine
+// reports it in. A named signal replaces the engine's series for that
+// signal; a signal named neither here nor by an engine is not read. Several
+// samples selected for one signal are combined as the engines' are: counts
+// summed, KV usage the largest (docs/PRESSURE.md#engine-adapters).
+// +kubebuilder:validation:XValidation:rule="has(self.running) || has(self.waiting) || has(self.kvUsage)",message="series must name running, waiting or kvUsage"
+type SeriesSpec struct {
+	// Running selects the number of requests the engine is running.
+	// +optional
+	Running SeriesSelector `json:"running,omitempty"`
+
+	// Waiting selects the number of requests waiting in the engine's queue.
+	// +optional
+	Waiting SeriesSelector `json:"waiting,omitempty"`
+
+	// KVUsage selects the engine's KV cache usage, a fraction from 0 to 1.
+	// +optional
+	KVUsage SeriesSelector `json:"kvUsage,omitempty"`
 }
 
 // UpstreamSpec bounds the router's waits on a member.

@@ -51,6 +51,8 @@ const (
 	maxServedModelLength = 256
 	maxEndpointLength    = 256
 	maxMetricsPathLength = 256
+	// maxSeriesSelectorLength is SeriesSelector's MaxLength marker.
+	maxSeriesSelectorLength = bounds.MaxSeriesSelectorLength
 
 	// minUpstreamTimeout and maxUpstreamTimeout bound both upstream
 	// timeouts: below a second an engine's first token cannot arrive, above
@@ -73,6 +75,9 @@ const (
 	msgIdleTimeout      = "idleTimeout must be between 1s and 1h"
 	msgQueueWait        = "maxWait must be between 10ms and 10m"
 	msgQueueTenant      = "maxRequestsPerTenant must not exceed maxRequests"
+	msgMetricsSource    = "metrics must name an engine or series"
+	msgSeriesSignal     = "series must name running, waiting or kvUsage"
+	msgSeriesSelector   = `must be a Prometheus metric name with at most 4 label matchers, as name or name{label="value",...}`
 )
 
 var (
@@ -82,6 +87,7 @@ var (
 	tierReasonRE    = regexp.MustCompile(tierReasonPattern)
 	metricsPathRE   = regexp.MustCompile(metricsPathPattern)
 	endpointHostRE  = regexp.MustCompile(endpointHostPattern)
+	seriesRE        = regexp.MustCompile(bounds.SeriesSelectorPattern)
 )
 
 // Validate checks a ReplicaTier against every rule its CRD enforces and
@@ -199,17 +205,53 @@ func validateMembers(members []Member, path *field.Path) field.ErrorList {
 		errs = append(errs, validateEndpoint(m.Endpoint, p.Child("endpoint"))...)
 		errs = append(errs, validateCeiling(m.MaxConcurrency, p.Child("maxConcurrency"))...)
 		if m.Metrics != nil {
-			mp := p.Child("metrics")
-			switch e := m.Metrics.Engine; {
-			case e == "":
-				errs = append(errs, field.Required(mp.Child("engine"), ""))
-			case !slices.Contains(Engines(), e):
-				errs = append(errs, field.NotSupported(mp.Child("engine"), e, Engines()))
-			}
-			if m.Metrics.Path != "" {
-				errs = append(errs, validateString(m.Metrics.Path, mp.Child("path"), 0, maxMetricsPathLength, metricsPathRE)...)
-			}
+			errs = append(errs, validateMetrics(m.Metrics, p.Child("metrics"))...)
 		}
+	}
+	return errs
+}
+
+// validateMetrics mirrors MetricsSpec's markers: the engine enum, the path
+// pattern, the series selectors' length and CEL rule, and the CEL rules
+// that metrics name an engine or series and series name a signal.
+func validateMetrics(m *MetricsSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if m.Engine != "" && !slices.Contains(Engines(), m.Engine) {
+		errs = append(errs, field.NotSupported(path.Child("engine"), m.Engine, Engines()))
+	}
+	if m.Path != "" {
+		errs = append(errs, validateString(m.Path, path.Child("path"), 0, maxMetricsPathLength, metricsPathRE)...)
+	}
+	if m.Engine == "" && m.Series == nil {
+		errs = append(errs, field.Invalid(path, "object", msgMetricsSource))
+	}
+	if s := m.Series; s != nil {
+		sp := path.Child("series")
+		for _, sel := range []struct {
+			name  string
+			value SeriesSelector
+		}{{"running", s.Running}, {"waiting", s.Waiting}, {"kvUsage", s.KVUsage}} {
+			errs = append(errs, validateSelector(string(sel.value), sp.Child(sel.name))...)
+		}
+		if *s == (SeriesSpec{}) {
+			errs = append(errs, field.Invalid(sp, "object", msgSeriesSignal))
+		}
+	}
+	return errs
+}
+
+// validateSelector checks a SeriesSelector: absent, or within its length and
+// matching bounds.SeriesSelectorPattern (its CEL rule).
+func validateSelector(s string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s == "" {
+		return nil
+	}
+	if len(s) > maxSeriesSelectorLength {
+		errs = append(errs, field.TooLong(path, "", maxSeriesSelectorLength))
+	}
+	if !seriesRE.MatchString(s) {
+		errs = append(errs, field.Invalid(path, "string", msgSeriesSelector))
 	}
 	return errs
 }

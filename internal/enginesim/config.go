@@ -3,6 +3,7 @@ package enginesim
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -83,7 +84,20 @@ const (
 	// FlavorTGI exposes tgi_* series without labels; TGI reports no KV cache
 	// usage.
 	FlavorTGI Flavor = "tgi"
+	// FlavorTRTLLMServe exposes trtllm-serve's trtllm_* series with a
+	// model_name label.
+	FlavorTRTLLMServe Flavor = "trtllm-serve"
+	// FlavorTritonTRTLLM exposes the Triton TensorRT-LLM backend's
+	// nv_trt_llm_* families with a model label, each pressure signal one
+	// sample selected by request_type or kv_cache_block_type.
+	FlavorTritonTRTLLM Flavor = "triton-tensorrt-llm"
 )
+
+// Flavors returns every flavor, sorted by name. The slice is new and owned
+// by the caller.
+func Flavors() []Flavor {
+	return slices.Sorted(maps.Keys(flavors))
+}
 
 // String returns the flavor's name.
 func (f Flavor) String() string { return string(f) }
@@ -99,12 +113,8 @@ func (f *Flavor) Set(s string) error {
 
 // valid reports whether f is one of the flavors.
 func (f Flavor) valid() bool {
-	switch f {
-	case FlavorVLLM, FlavorSGLang, FlavorLlamaCPP, FlavorTGI:
-		return true
-	default:
-		return false
-	}
+	_, ok := flavors[f]
+	return ok
 }
 
 // StallPoint says where in a response a configured stall happens.
@@ -274,7 +284,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.Var(&c.Flavor, "flavor", "metrics dialect: vllm, sglang, llamacpp or tgi")
+	fs.Var(&c.Flavor, "flavor", "metrics dialect, one of "+fmt.Sprint(Flavors()))
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "running slots, hidden load included")
 	fs.IntVar(&c.OutputTokens, "output-tokens", c.OutputTokens, "tokens generated when a request names no limit")
 	fs.DurationVar(&c.TTFTBase, "ttft-base", c.TTFTBase, "prefill delay of a request alone")

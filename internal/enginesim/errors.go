@@ -7,8 +7,7 @@ var (
 	// ErrInvalidConfig reports a Config that Validate rejects; the wrapping
 	// error names the field.
 	ErrInvalidConfig = errors.New("enginesim: invalid config")
-	// ErrUnknownFlavor reports a metrics flavor other than vllm, sglang,
-	// llamacpp or tgi.
+	// ErrUnknownFlavor reports a metrics flavor that is not one of Flavors.
 	ErrUnknownFlavor = errors.New("enginesim: unknown metrics flavor")
 	// ErrUnknownStallPoint reports a stall point other than before-headers or
 	// after-first-chunk.

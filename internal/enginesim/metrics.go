@@ -14,15 +14,19 @@ const oversizeBytes = 1<<20 + 4096
 const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // flavorNames are the series names of one metrics flavor; an empty name is
-// not exposed.
+// not exposed. A pressure series may carry a label of its own that selects
+// it among the samples of a family its flavor shares between signals
+// (Triton's request_type); modelLabel, when set, names the label every
+// series carries the model in.
 type flavorNames struct {
-	running, waiting, kv             string
-	runningHelp, waitingHelp, kvHelp string
-	promptName, generatedName        string
-	ttft                             string
-	requestCount                     string
-	labelled                         bool
-	promptHelp, generatedHelp        string
+	running, waiting, kv                string
+	runningHelp, waitingHelp, kvHelp    string
+	runningLabel, waitingLabel, kvLabel string
+	promptName, generatedName           string
+	ttft                                string
+	requestCount                        string
+	modelLabel                          string
+	promptHelp, generatedHelp           string
 }
 
 var flavors = map[Flavor]flavorNames{
@@ -38,7 +42,7 @@ var flavors = map[Flavor]flavorNames{
 		generatedName: "vllm:generation_tokens_total",
 		generatedHelp: "Number of generation tokens processed.",
 		ttft:          "vllm:time_to_first_token_seconds",
-		labelled:      true,
+		modelLabel:    "model_name",
 	},
 	FlavorSGLang: {
 		running:       "sglang:num_running_reqs",
@@ -52,7 +56,7 @@ var flavors = map[Flavor]flavorNames{
 		generatedName: "sglang:generation_tokens_total",
 		generatedHelp: "Number of generation tokens processed.",
 		ttft:          "sglang:time_to_first_token_seconds",
-		labelled:      true,
+		modelLabel:    "model_name",
 	},
 	FlavorLlamaCPP: {
 		running:       "llamacpp:requests_processing",
@@ -73,15 +77,46 @@ var flavors = map[Flavor]flavorNames{
 		waitingHelp:  "Current queue size.",
 		requestCount: "tgi_request_count",
 	},
+	FlavorTRTLLMServe: {
+		running:      "trtllm_num_requests_running",
+		runningHelp:  "Number of requests in model execution batches.",
+		waiting:      "trtllm_num_requests_waiting",
+		waitingHelp:  "Number of requests waiting to be processed.",
+		kv:           "trtllm_kv_cache_utilization",
+		kvHelp:       "KV cache utilization. 1 means 100 percent usage.",
+		requestCount: "trtllm_request_success_total",
+		ttft:         "trtllm_time_to_first_token_seconds",
+		modelLabel:   "model_name",
+	},
+	FlavorTritonTRTLLM: {
+		running:      "nv_trt_llm_request_metrics",
+		runningHelp:  "TRT LLM request metrics",
+		runningLabel: `request_type="scheduled"`,
+		waiting:      "nv_trt_llm_request_metrics",
+		waitingHelp:  "TRT LLM request metrics",
+		waitingLabel: `request_type="waiting"`,
+		kv:           "nv_trt_llm_kv_cache_block_metrics",
+		kvHelp:       "TRT LLM KV cache block metrics",
+		kvLabel:      `kv_cache_block_type="fraction"`,
+		requestCount: "nv_inference_request_success",
+		modelLabel:   "model",
+	},
 }
 
 // exposition appends Prometheus text exposition lines to a buffer.
 type exposition struct {
 	b      []byte
 	labels string // `{model_name="..."}` or empty
+	family string // the family of the last header written
 }
 
+// header starts a family, unless it is the family just started: two
+// signals of one family share its header.
 func (x *exposition) header(name, help, typ string) {
+	if name == x.family {
+		return
+	}
+	x.family = name
 	x.b = append(x.b, "# HELP "...)
 	x.b = append(x.b, name...)
 	x.b = append(x.b, ' ')
@@ -113,12 +148,12 @@ func (x *exposition) sample(name, extraLabel string, v float64) {
 	x.b = append(x.b, '\n')
 }
 
-func (x *exposition) scalar(name, help, typ string, v float64) {
+func (x *exposition) scalar(name, help, typ, label string, v float64) {
 	if name == "" {
 		return
 	}
 	x.header(name, help, typ)
-	x.sample(name, "", v)
+	x.sample(name, label, v)
 }
 
 func (x *exposition) histogram(name, help string, h *histogram) {
@@ -148,10 +183,11 @@ func labelValue(v string) string {
 
 // metricsLabels returns the label set of flavor's series for model.
 func metricsLabels(flavor Flavor, model string) string {
-	if !flavors[flavor].labelled {
+	key := flavors[flavor].modelLabel
+	if key == "" {
 		return ""
 	}
-	return `{model_name="` + labelValue(model) + `"}`
+	return `{` + key + `="` + labelValue(model) + `"}`
 }
 
 // appendMetrics renders snap in flavor's names with labels (from
@@ -160,12 +196,12 @@ func appendMetrics(b []byte, flavor Flavor, labels string, snap *metricsSnapshot
 	names := flavors[flavor]
 	x := exposition{b: b, labels: labels}
 	st := &snap.state
-	x.scalar(names.running, names.runningHelp, "gauge", float64(st.Running+st.HiddenRunning))
-	x.scalar(names.waiting, names.waitingHelp, "gauge", float64(st.Waiting))
-	x.scalar(names.kv, names.kvHelp, "gauge", st.KVUsage())
-	x.scalar(names.promptName, names.promptHelp, "counter", float64(snap.promptTokens))
-	x.scalar(names.generatedName, names.generatedHelp, "counter", float64(snap.generationTokens))
-	x.scalar(names.requestCount, "Total number of requests.", "counter", float64(snap.requestsServed))
+	x.scalar(names.running, names.runningHelp, "gauge", names.runningLabel, float64(st.Running+st.HiddenRunning))
+	x.scalar(names.waiting, names.waitingHelp, "gauge", names.waitingLabel, float64(st.Waiting))
+	x.scalar(names.kv, names.kvHelp, "gauge", names.kvLabel, st.KVUsage())
+	x.scalar(names.promptName, names.promptHelp, "counter", "", float64(snap.promptTokens))
+	x.scalar(names.generatedName, names.generatedHelp, "counter", "", float64(snap.generationTokens))
+	x.scalar(names.requestCount, "Total number of requests.", "counter", "", float64(snap.requestsServed))
 	x.histogram(names.ttft, "Histogram of time to first token in seconds.", &snap.ttft)
 	return x.b
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,50 +28,91 @@ func parseMetrics(t *testing.T, body []byte) map[string]*dto.MetricFamily {
 // gaugeValue returns the single sample of a gauge family and its labels.
 func gaugeValue(t *testing.T, families map[string]*dto.MetricFamily, name string) (float64, map[string]string) {
 	t.Helper()
+	return gaugeSample(t, families, name, "", "")
+}
+
+// gaugeSample returns the one sample of a gauge family whose label key has
+// value, or, with an empty key, the family's single sample; and its labels.
+func gaugeSample(t *testing.T, families map[string]*dto.MetricFamily, name, key, value string) (float64, map[string]string) {
+	t.Helper()
 	mf, ok := families[name]
 	if !ok {
 		t.Fatalf("missing family %s", name)
 	}
-	if mf.GetType() != dto.MetricType_GAUGE || len(mf.GetMetric()) != 1 {
-		t.Fatalf("%s: type %v with %d series, want one gauge", name, mf.GetType(), len(mf.GetMetric()))
+	if mf.GetType() != dto.MetricType_GAUGE {
+		t.Fatalf("%s: type %v, want gauge", name, mf.GetType())
 	}
-	m := mf.GetMetric()[0]
+	found := mf.GetMetric()
+	if key != "" {
+		found = slices.DeleteFunc(slices.Clone(found), func(m *dto.Metric) bool {
+			return !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+				return l.GetName() == key && l.GetValue() == value
+			})
+		})
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s: %d samples with %s=%q among %d, want one", name, len(found), key, value, len(mf.GetMetric()))
+	}
 	labels := map[string]string{}
-	for _, l := range m.GetLabel() {
+	for _, l := range found[0].GetLabel() {
 		labels[l.GetName()] = l.GetValue()
 	}
-	return m.GetGauge().GetValue(), labels
+	return found[0].GetGauge().GetValue(), labels
+}
+
+// pressureSeries names one flavor's series of a signal: its family, and the
+// label that selects its sample when the family holds several.
+type pressureSeries struct {
+	family, key, value string
 }
 
 func TestMetricsFlavors(t *testing.T) {
 	type want struct {
-		running, waiting, kv string
+		running, waiting, kv pressureSeries
 		counters             []string
 		histogram            string
-		labelled             bool
+		modelLabel           string
 	}
-	for flavor, w := range map[Flavor]want{
+	wants := map[Flavor]want{
 		FlavorVLLM: {
-			running: "vllm:num_requests_running", waiting: "vllm:num_requests_waiting",
-			kv:        "vllm:kv_cache_usage_perc",
+			running: pressureSeries{family: "vllm:num_requests_running"}, waiting: pressureSeries{family: "vllm:num_requests_waiting"},
+			kv:        pressureSeries{family: "vllm:kv_cache_usage_perc"},
 			counters:  []string{"vllm:prompt_tokens_total", "vllm:generation_tokens_total"},
-			histogram: "vllm:time_to_first_token_seconds", labelled: true,
+			histogram: "vllm:time_to_first_token_seconds", modelLabel: "model_name",
 		},
 		FlavorSGLang: {
-			running: "sglang:num_running_reqs", waiting: "sglang:num_queue_reqs", kv: "sglang:token_usage",
+			running: pressureSeries{family: "sglang:num_running_reqs"}, waiting: pressureSeries{family: "sglang:num_queue_reqs"},
+			kv:        pressureSeries{family: "sglang:token_usage"},
 			counters:  []string{"sglang:prompt_tokens_total", "sglang:generation_tokens_total"},
-			histogram: "sglang:time_to_first_token_seconds", labelled: true,
+			histogram: "sglang:time_to_first_token_seconds", modelLabel: "model_name",
 		},
 		FlavorLlamaCPP: {
-			running: "llamacpp:requests_processing", waiting: "llamacpp:requests_deferred",
-			kv:       "llamacpp:kv_cache_usage_ratio",
+			running: pressureSeries{family: "llamacpp:requests_processing"}, waiting: pressureSeries{family: "llamacpp:requests_deferred"},
+			kv:       pressureSeries{family: "llamacpp:kv_cache_usage_ratio"},
 			counters: []string{"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"},
 		},
 		FlavorTGI: {
-			running: "tgi_batch_current_size", waiting: "tgi_queue_size",
+			running: pressureSeries{family: "tgi_batch_current_size"}, waiting: pressureSeries{family: "tgi_queue_size"},
 			counters: []string{"tgi_request_count"},
 		},
-	} {
+		FlavorTRTLLMServe: {
+			running: pressureSeries{family: "trtllm_num_requests_running"}, waiting: pressureSeries{family: "trtllm_num_requests_waiting"},
+			kv:        pressureSeries{family: "trtllm_kv_cache_utilization"},
+			counters:  []string{"trtllm_request_success_total"},
+			histogram: "trtllm_time_to_first_token_seconds", modelLabel: "model_name",
+		},
+		FlavorTritonTRTLLM: {
+			running:    pressureSeries{"nv_trt_llm_request_metrics", "request_type", "scheduled"},
+			waiting:    pressureSeries{"nv_trt_llm_request_metrics", "request_type", "waiting"},
+			kv:         pressureSeries{"nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "fraction"},
+			counters:   []string{"nv_inference_request_success"},
+			modelLabel: "model",
+		},
+	}
+	if got := Flavors(); len(got) != len(wants) {
+		t.Fatalf("Flavors() = %v, want the %d flavors tested here", got, len(wants))
+	}
+	for flavor, w := range wants {
 		t.Run(string(flavor), func(t *testing.T) {
 			h := newHarness(t, func(c *Config) {
 				c.Flavor = flavor
@@ -88,22 +130,24 @@ func TestMetricsFlavors(t *testing.T) {
 				t.Fatalf("metrics status %d content type %q", r.status, r.header.Get("Content-Type"))
 			}
 			families := parseMetrics(t, r.body)
-			running, labels := gaugeValue(t, families, w.running)
+			running, labels := gaugeSample(t, families, w.running.family, w.running.key, w.running.value)
 			if running != 2 {
-				t.Errorf("%s = %v, want 2 (hidden load)", w.running, running)
+				t.Errorf("%s = %v, want 2 (hidden load)", w.running.family, running)
 			}
-			if w.labelled && labels["model_name"] != `org/model "q"` {
-				t.Errorf("model_name label = %q", labels["model_name"])
+			if w.modelLabel != "" && labels[w.modelLabel] != `org/model "q"` {
+				t.Errorf("%s label = %q", w.modelLabel, labels[w.modelLabel])
 			}
-			if !w.labelled && len(labels) != 0 {
+			if w.modelLabel == "" && len(labels) != 0 {
 				t.Errorf("labels = %v, want none", labels)
 			}
-			if waiting, _ := gaugeValue(t, families, w.waiting); waiting != 0 {
-				t.Errorf("%s = %v, want 0", w.waiting, waiting)
+			if waiting, _ := gaugeSample(t, families, w.waiting.family, w.waiting.key, w.waiting.value); waiting != 0 {
+				t.Errorf("%s = %v, want 0", w.waiting.family, waiting)
 			}
-			if w.kv != "" {
-				if kv, _ := gaugeValue(t, families, w.kv); kv != 0.25 {
-					t.Errorf("%s = %v, want 0.25", w.kv, kv)
+			pressureFamilies := map[string]bool{w.running.family: true, w.waiting.family: true}
+			if w.kv.family != "" {
+				pressureFamilies[w.kv.family] = true
+				if kv, _ := gaugeSample(t, families, w.kv.family, w.kv.key, w.kv.value); kv != 0.25 {
+					t.Errorf("%s = %v, want 0.25", w.kv.family, kv)
 				}
 			}
 			for _, name := range w.counters {
@@ -118,10 +162,7 @@ func TestMetricsFlavors(t *testing.T) {
 					t.Errorf("histogram %s missing or without the one sample: %v", w.histogram, mf)
 				}
 			}
-			wantFamilies := 3 + len(w.counters)
-			if w.kv == "" {
-				wantFamilies--
-			}
+			wantFamilies := len(pressureFamilies) + len(w.counters)
 			if w.histogram != "" {
 				wantFamilies++
 			}

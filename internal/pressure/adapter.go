@@ -20,7 +20,9 @@ import (
 // package.
 type Engine string
 
-// The closed set of engines with an adapter.
+// The closed set of engines with an adapter. The names are those of the
+// Gateway API Inference Extension's model server protocol where it lists
+// the engine (docs/PRESSURE.md#engine-adapters).
 const (
 	// EngineVLLM reads vLLM's vllm:* series.
 	EngineVLLM Engine = "vllm"
@@ -31,37 +33,85 @@ const (
 	// EngineTGI reads Text Generation Inference's tgi_* series. TGI reports
 	// no KV cache usage, so its KV signal is always missing.
 	EngineTGI Engine = "tgi"
+	// EngineTRTLLMServe reads TensorRT-LLM's trtllm-serve trtllm_* series.
+	EngineTRTLLMServe Engine = "trtllm-serve"
+	// EngineTritonTRTLLM reads the Triton TensorRT-LLM backend's
+	// nv_trt_llm_* series, selected by their request_type and
+	// kv_cache_block_type labels.
+	EngineTritonTRTLLM Engine = "triton-tensorrt-llm"
 )
 
-// dialect lists, per signal, the metric names an engine may use for it. A
-// signal with several names (vLLM renamed its KV series) reads all of them.
+// dialect lists, per signal, the selectors an engine's series may match. A
+// signal with several selectors (vLLM renamed its KV series) reads all of
+// them.
 type dialect struct {
-	running []string
-	waiting []string
-	kv      []string
+	running []selector
+	waiting []selector
+	kv      []selector
 }
 
 var dialects = map[Engine]dialect{
 	EngineVLLM: {
-		running: []string{"vllm:num_requests_running"},
-		waiting: []string{"vllm:num_requests_waiting"},
-		kv:      []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
+		running: selectors("vllm:num_requests_running"),
+		waiting: selectors("vllm:num_requests_waiting"),
+		kv:      selectors("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
 	},
 	EngineSGLang: {
-		running: []string{"sglang:num_running_reqs"},
-		waiting: []string{"sglang:num_queue_reqs"},
-		kv:      []string{"sglang:token_usage"},
+		running: selectors("sglang:num_running_reqs"),
+		waiting: selectors("sglang:num_queue_reqs"),
+		kv:      selectors("sglang:token_usage"),
 	},
 	EngineLlamaCPP: {
-		running: []string{"llamacpp:requests_processing"},
-		waiting: []string{"llamacpp:requests_deferred"},
-		kv:      []string{"llamacpp:kv_cache_usage_ratio"},
+		running: selectors("llamacpp:requests_processing"),
+		waiting: selectors("llamacpp:requests_deferred"),
+		kv:      selectors("llamacpp:kv_cache_usage_ratio"),
 	},
 	EngineTGI: {
-		running: []string{"tgi_batch_current_size"},
-		waiting: []string{"tgi_queue_size"},
+		running: selectors("tgi_batch_current_size"),
+		waiting: selectors("tgi_queue_size"),
+	},
+	EngineTRTLLMServe: {
+		running: selectors("trtllm_num_requests_running"),
+		waiting: selectors("trtllm_num_requests_waiting"),
+		kv:      selectors("trtllm_kv_cache_utilization"),
+	},
+	EngineTritonTRTLLM: {
+		running: selectors(`nv_trt_llm_request_metrics{request_type="scheduled"}`),
+		waiting: selectors(`nv_trt_llm_request_metrics{request_type="waiting"}`),
+		kv:      selectors(`nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction"}`),
 	},
 }
+
+// selectors parses the adapter table's selectors; a malformed one is a
+// programming error, caught when the package loads.
+func selectors(texts ...string) []selector {
+	out := make([]selector, 0, len(texts))
+	for _, text := range texts {
+		sel, err := parseSelector(text)
+		if err != nil {
+			panic("pressure: adapter table selector " + text + ": " + err.Error())
+		}
+		out = append(out, sel)
+	}
+	return out
+}
+
+// Series names a member's own pressure series (metrics.series): per
+// signal, a selector of bounds.SeriesSelectorPattern that replaces the
+// engine's series for that signal. An empty selector leaves the signal to
+// the engine's series, or, for a member without an engine, unread
+// (missing). It lets an engine in no adapter table be read.
+type Series struct {
+	// Running selects the requests running (in the batch).
+	Running string
+	// Waiting selects the requests waiting for a batch slot.
+	Waiting string
+	// KVUsage selects the KV cache usage, a fraction 0..1.
+	KVUsage string
+}
+
+// IsZero reports whether s names no series.
+func (s Series) IsZero() bool { return s == Series{} }
 
 // Engines returns the engines with an adapter, sorted by name: the closed
 // set of metrics dialects, defined once by the adapter table. The API's
@@ -87,24 +137,55 @@ func ValidEngine(name string) bool {
 	return err == nil
 }
 
-// Parse reads one Prometheus text exposition and maps engine's series to a
-// Telemetry. Counts (running, waiting) are summed across all series of a
-// metric, whatever their labels; KV usage is the maximum across series. A
-// signal whose series are all absent is nil.
+// dialectOf returns the series a member reads: its engine's, each signal
+// replaced by the member's named series when it names one. An empty engine
+// reads only the named series; with neither there is nothing to read.
+//
+// Errors: ErrUnknownEngine (an unknown engine, or neither an engine nor a
+// series) and ErrInvalidSeries.
+func dialectOf(engine Engine, series Series) (dialect, error) {
+	var d dialect
+	if engine != "" || series.IsZero() {
+		var ok bool
+		if d, ok = dialects[engine]; !ok {
+			return dialect{}, ErrUnknownEngine
+		}
+	}
+	for _, named := range []struct {
+		text   string
+		signal *[]selector
+	}{{series.Running, &d.running}, {series.Waiting, &d.waiting}, {series.KVUsage, &d.kv}} {
+		if named.text == "" {
+			continue
+		}
+		sel, err := parseSelector(named.text)
+		if err != nil {
+			return dialect{}, err
+		}
+		*named.signal = []selector{sel}
+	}
+	return d, nil
+}
+
+// Parse reads one Prometheus text exposition and maps a member's series
+// (its engine's, or those it names; see Series) to a Telemetry. Counts
+// (running, waiting) are summed across every sample a signal's selectors
+// pick, whatever their other labels; KV usage is the maximum across them. A
+// signal whose selectors pick no sample is nil.
 //
 // Parse does not judge bounds; scheduler.Normalize does. It only refuses to
-// let aggregation hide a malformed value: a count series that is not a
-// finite, non-negative integer, a KV series that is not finite and
-// non-negative, or a pressure series of histogram or summary type makes that
+// let aggregation hide a malformed value: a count sample that is not a
+// finite, non-negative integer, a KV sample that is not finite and
+// non-negative, or a picked sample of histogram or summary type makes that
 // signal carry the offending value (NaN for a non-scalar type), which
 // Normalize classifies as invalid.
 //
-// Errors: ErrUnknownEngine, ErrParse (invalid exposition) and
-// ErrMissingSeries (none of the engine's pressure series present).
-func Parse(engine Engine, r io.Reader) (scheduler.Telemetry, error) {
-	d, ok := dialects[engine]
-	if !ok {
-		return scheduler.Telemetry{}, ErrUnknownEngine
+// Errors: ErrUnknownEngine, ErrInvalidSeries, ErrParse (invalid exposition)
+// and ErrMissingSeries (none of the member's pressure series present).
+func Parse(engine Engine, series Series, r io.Reader) (scheduler.Telemetry, error) {
+	d, err := dialectOf(engine, series)
+	if err != nil {
+		return scheduler.Telemetry{}, err
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(r)
@@ -156,19 +237,22 @@ func maxFraction(acc, v float64) (float64, bool) {
 	return math.Max(acc, v), false
 }
 
-// aggregate folds every series of the named metrics. It returns nil when none
-// of the names is present.
-func aggregate(families map[string]*dto.MetricFamily, names []string, f fold) *float64 {
+// aggregate folds every sample the selectors pick. It returns nil when they
+// pick none.
+func aggregate(families map[string]*dto.MetricFamily, sels []selector, f fold) *float64 {
 	var (
 		acc  float64
 		seen bool
 	)
-	for _, name := range names {
-		mf, ok := families[name]
+	for _, sel := range sels {
+		mf, ok := families[sel.name]
 		if !ok {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if !sel.matches(m.GetLabel()) {
+				continue
+			}
 			v, ok := scalar(mf.GetType(), m)
 			if !ok {
 				v = math.NaN()

@@ -71,17 +71,28 @@ func TestParseFixtures(t *testing.T) {
 			want: scheduler.Telemetry{Running: f64(24), Waiting: f64(6)},
 		},
 		{
+			name: "trtllm-serve", engine: EngineTRTLLMServe, fixture: "trtllm_serve.txt",
+			want: scheduler.Telemetry{Running: f64(6), Waiting: f64(2), KVUsage: f64(0.375)},
+		},
+		{
+			name:   "triton selects scheduled, waiting and fraction among the samples of its two families",
+			engine: EngineTritonTRTLLM, fixture: "triton_trtllm.txt",
+			want: scheduler.Telemetry{Running: f64(3), Waiting: f64(4), KVUsage: f64(0.25)},
+		},
+		{
 			name: "a NaN series poisons its signal", engine: EngineVLLM, fixture: "vllm_nan.txt",
 			want: scheduler.Telemetry{Running: f64(math.NaN()), Waiting: f64(0), KVUsage: f64(0.2)},
 		},
 		{name: "another engine's exposition", engine: EngineVLLM, fixture: "tgi.txt", wantErr: ErrMissingSeries},
 		{name: "no engine series at all", engine: EngineSGLang, fixture: "unrelated.txt", wantErr: ErrMissingSeries},
+		{name: "trtllm-serve reading triton", engine: EngineTRTLLMServe, fixture: "triton_trtllm.txt", wantErr: ErrMissingSeries},
+		{name: "triton reading trtllm-serve", engine: EngineTritonTRTLLM, fixture: "trtllm_serve.txt", wantErr: ErrMissingSeries},
 		{name: "malformed exposition", engine: EngineVLLM, fixture: "malformed.txt", wantErr: ErrParse},
 		{name: "unknown engine", engine: "triton", fixture: "vllm.txt", wantErr: ErrUnknownEngine},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Parse(tc.engine, strings.NewReader(string(readFixture(t, tc.fixture))))
+			got, err := Parse(tc.engine, Series{}, strings.NewReader(string(readFixture(t, tc.fixture))))
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("error = %v, want %v", err, tc.wantErr)
 			}
@@ -163,7 +174,146 @@ func TestParseAggregation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Parse(EngineVLLM, strings.NewReader(tc.text))
+			got, err := Parse(EngineVLLM, Series{}, strings.NewReader(tc.text))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if !sameValue(got.Running, tc.want.Running) || !sameValue(got.Waiting, tc.want.Waiting) ||
+				!sameValue(got.KVUsage, tc.want.KVUsage) {
+				t.Fatalf("telemetry = {%s %s %s}, want {%s %s %s}",
+					show(got.Running), show(got.Waiting), show(got.KVUsage),
+					show(tc.want.Running), show(tc.want.Waiting), show(tc.want.KVUsage))
+			}
+		})
+	}
+}
+
+// TestParseNamedSeries reads expositions through a member's named series,
+// with and without an engine.
+func TestParseNamedSeries(t *testing.T) {
+	custom := Series{
+		Running: `srv_requests{state="running"}`,
+		Waiting: `srv_requests{state="queued"}`,
+		KVUsage: "srv_kv_cache_usage_ratio",
+	}
+	tests := []struct {
+		name    string
+		engine  Engine
+		series  Series
+		fixture string
+		want    scheduler.Telemetry
+		wantErr error
+	}{
+		{
+			name: "a custom server: counts of both models summed, the fuller KV cache", series: custom, fixture: "custom.txt",
+			want: scheduler.Telemetry{Running: f64(7), Waiting: f64(8), KVUsage: f64(0.5)},
+		},
+		{
+			name: "one model of a custom server, matchers in any order", fixture: "custom.txt",
+			series: Series{
+				Running: `srv_requests{model="chat",state="running"}`,
+				Waiting: `srv_requests{state="queued",model="chat"}`,
+				KVUsage: `srv_kv_cache_usage_ratio{model="code"}`,
+			},
+			want: scheduler.Telemetry{Running: f64(5), Waiting: f64(1), KVUsage: f64(0.125)},
+		},
+		{
+			name: "a signal named by neither series nor engine is missing", fixture: "custom.txt",
+			series: Series{Running: `srv_requests{state="running"}`},
+			want:   scheduler.Telemetry{Running: f64(7)},
+		},
+		{
+			name: "a matcher that picks no sample leaves its signal missing", fixture: "custom.txt",
+			series: Series{Running: `srv_requests{state="running"}`, Waiting: `srv_requests{state="sleeping"}`},
+			want:   scheduler.Telemetry{Running: f64(7)},
+		},
+		{
+			name: "a named series replaces the engine's for its signal only", engine: EngineVLLM, fixture: "vllm.txt",
+			series: Series{KVUsage: `vllm:kv_cache_usage_perc{engine="1"}`},
+			want:   scheduler.Telemetry{Running: f64(12), Waiting: f64(2), KVUsage: f64(0.3125)},
+		},
+		{
+			name: "triton's context requests instead of its scheduled ones", engine: EngineTritonTRTLLM, fixture: "triton_trtllm.txt",
+			series: Series{Running: `nv_trt_llm_request_metrics{request_type="context"}`},
+			want:   scheduler.Telemetry{Running: f64(1), Waiting: f64(4), KVUsage: f64(0.25)},
+		},
+		{name: "no sample picked at all", fixture: "custom.txt", series: Series{Running: `srv_requests{state="sleeping"}`}, wantErr: ErrMissingSeries},
+		{name: "an invalid selector", fixture: "custom.txt", series: Series{Running: "srv_requests{state=running}"}, wantErr: ErrInvalidSeries},
+		{name: "an invalid selector with an engine", engine: EngineVLLM, fixture: "vllm.txt", series: Series{KVUsage: "a{"}, wantErr: ErrInvalidSeries},
+		{name: "an unknown engine with series", engine: "triton", fixture: "custom.txt", series: custom, wantErr: ErrUnknownEngine},
+		{name: "neither engine nor series", fixture: "custom.txt", wantErr: ErrUnknownEngine},
+		{name: "malformed exposition", fixture: "malformed.txt", series: custom, wantErr: ErrParse},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(tc.engine, tc.series, strings.NewReader(string(readFixture(t, tc.fixture))))
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error = %v, want %v", err, tc.wantErr)
+			}
+			if !sameValue(got.Running, tc.want.Running) || !sameValue(got.Waiting, tc.want.Waiting) ||
+				!sameValue(got.KVUsage, tc.want.KVUsage) {
+				t.Fatalf("telemetry = {%s %s %s}, want {%s %s %s}",
+					show(got.Running), show(got.Waiting), show(got.KVUsage),
+					show(tc.want.Running), show(tc.want.Waiting), show(tc.want.KVUsage))
+			}
+		})
+	}
+}
+
+// TestParseSeveralSamples pins what the samples a selector picks become
+// when there are several (several models in one Triton, or ranks): counts
+// are summed, KV usage is the largest, and one malformed or non-scalar
+// sample among them makes the signal invalid.
+func TestParseSeveralSamples(t *testing.T) {
+	const (
+		requests = "# TYPE nv_trt_llm_request_metrics gauge\n"
+		kv       = "# TYPE nv_trt_llm_kv_cache_block_metrics gauge\n"
+	)
+	tests := []struct {
+		name string
+		text string
+		want scheduler.Telemetry
+	}{
+		{
+			name: "two models: scheduled and waiting summed, the larger fraction",
+			text: requests +
+				"nv_trt_llm_request_metrics{model=\"a\",request_type=\"scheduled\"} 3\n" +
+				"nv_trt_llm_request_metrics{model=\"b\",request_type=\"scheduled\"} 4\n" +
+				"nv_trt_llm_request_metrics{model=\"a\",request_type=\"waiting\"} 1\n" +
+				"nv_trt_llm_request_metrics{model=\"b\",request_type=\"waiting\"} 2\n" +
+				"nv_trt_llm_request_metrics{model=\"a\",request_type=\"max\"} 512\n" + kv +
+				"nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\",model=\"a\"} 0.5\n" +
+				"nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\",model=\"b\"} 0.75\n" +
+				"nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"max\",model=\"a\"} 6240\n",
+			want: scheduler.Telemetry{Running: f64(7), Waiting: f64(3), KVUsage: f64(0.75)},
+		},
+		{
+			name: "a fractional sample among the picked ones poisons its signal, an unpicked one does not",
+			text: requests +
+				"nv_trt_llm_request_metrics{model=\"a\",request_type=\"scheduled\"} 3\n" +
+				"nv_trt_llm_request_metrics{model=\"b\",request_type=\"scheduled\"} 0.5\n" +
+				"nv_trt_llm_request_metrics{model=\"a\",request_type=\"waiting\"} 1\n" +
+				"nv_trt_llm_request_metrics{model=\"a\",request_type=\"fraction_of_max\"} 0.25\n",
+			want: scheduler.Telemetry{Running: f64(0.5), Waiting: f64(1)},
+		},
+		{
+			name: "a KV fraction above one survives the max for Normalize to reject",
+			text: kv + "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\",model=\"a\"} 1.25\n" +
+				"nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\",model=\"b\"} 0.25\n",
+			want: scheduler.Telemetry{KVUsage: f64(1.25)},
+		},
+		{
+			name: "a picked family of histogram type is malformed",
+			text: "# TYPE nv_trt_llm_request_metrics histogram\n" +
+				"nv_trt_llm_request_metrics_bucket{request_type=\"scheduled\",le=\"+Inf\"} 1\n" +
+				"nv_trt_llm_request_metrics_count{request_type=\"scheduled\"} 1\n" +
+				"nv_trt_llm_request_metrics_sum{request_type=\"scheduled\"} 1\n",
+			want: scheduler.Telemetry{Running: f64(math.NaN())},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(EngineTritonTRTLLM, Series{}, strings.NewReader(tc.text))
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -200,13 +350,19 @@ func TestParseNormalize(t *testing.T) {
 		// (24+6)/32 = 937500 ppm; no KV series.
 		{EngineTGI, "tgi.txt", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 937500,
 			RequestState: scheduler.SignalValid, KVState: scheduler.SignalMissing}},
+		// (6+2)/32 = 250000 ppm; KV 0.375 beats it.
+		{EngineTRTLLMServe, "trtllm_serve.txt", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 375000,
+			RequestState: scheduler.SignalValid, KVState: scheduler.SignalValid}},
+		// KV 0.25 = 250000 ppm beats (3+4)/32 = 218750 ppm.
+		{EngineTritonTRTLLM, "triton_trtllm.txt", scheduler.Pressure{Freshness: scheduler.FreshnessFresh, PPM: 250000,
+			RequestState: scheduler.SignalValid, KVState: scheduler.SignalValid}},
 		// The NaN running series makes the whole sample unknown.
 		{EngineVLLM, "vllm_nan.txt", scheduler.Pressure{Freshness: scheduler.FreshnessUnknown,
 			RequestState: scheduler.SignalInvalid, KVState: scheduler.SignalValid}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fixture, func(t *testing.T) {
-			tel, err := Parse(tc.engine, strings.NewReader(string(readFixture(t, tc.fixture))))
+			tel, err := Parse(tc.engine, Series{}, strings.NewReader(string(readFixture(t, tc.fixture))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +374,7 @@ func TestParseNormalize(t *testing.T) {
 }
 
 func TestParseErrorDoesNotQuoteTheExposition(t *testing.T) {
-	_, err := Parse(EngineVLLM, strings.NewReader("secret_token{a=\"hunter2\" 1\n"))
+	_, err := Parse(EngineVLLM, Series{}, strings.NewReader("secret_token{a=\"hunter2\" 1\n"))
 	if !errors.Is(err, ErrParse) {
 		t.Fatalf("error = %v, want ErrParse", err)
 	}
@@ -228,12 +384,12 @@ func TestParseErrorDoesNotQuoteTheExposition(t *testing.T) {
 }
 
 func TestParseEngine(t *testing.T) {
-	for _, name := range []string{"vllm", "sglang", "llamacpp", "tgi"} {
+	for _, name := range []string{"vllm", "sglang", "llamacpp", "tgi", "trtllm-serve", "triton-tensorrt-llm"} {
 		if e, err := ParseEngine(name); err != nil || string(e) != name || !ValidEngine(name) {
 			t.Errorf("ParseEngine(%q) = %q, %v", name, e, err)
 		}
 	}
-	for _, name := range []string{"", "VLLM", "triton", "vllm "} {
+	for _, name := range []string{"", "VLLM", "triton", "vllm ", "trtllm"} {
 		if _, err := ParseEngine(name); !errors.Is(err, ErrUnknownEngine) || ValidEngine(name) {
 			t.Errorf("ParseEngine(%q) error = %v, want ErrUnknownEngine", name, err)
 		}

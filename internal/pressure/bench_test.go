@@ -19,7 +19,7 @@ func BenchmarkParseNormalize(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		tel, err := Parse(EngineVLLM, bytes.NewReader(body))
+		tel, err := Parse(EngineVLLM, Series{}, bytes.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -58,12 +58,16 @@ type Member struct {
 	// ID is the member id; it must match the ReplicaTier member id grammar.
 	ID string
 	// MetricsURL is the absolute http(s) URL of the member's metrics
-	// endpoint (see MetricsURL). It is ignored when Engine is empty.
+	// endpoint (see MetricsURL). It is ignored when Engine and Series are
+	// empty.
 	MetricsURL string
-	// Engine names the member's metrics dialect (see ParseEngine). Empty
-	// means the member declares no metrics: it is never sampled and always
-	// reads unknown.
+	// Engine names the member's metrics dialect (see ParseEngine). Empty,
+	// with an empty Series, means the member declares no metrics: it is
+	// never sampled and always reads unknown.
 	Engine string
+	// Series names the member's own pressure series, each replacing the
+	// engine's for its signal (see Series).
+	Series Series
 	// Capacity is the member's concurrency ceiling, passed to
 	// scheduler.Normalize as the denominator of request pressure.
 	Capacity int
@@ -71,6 +75,9 @@ type Member struct {
 
 // MemberID implements memberpoll.Member.
 func (m Member) MemberID() string { return m.ID }
+
+// metered reports whether the member declares metrics to sample.
+func (m Member) metered() bool { return m.Engine != "" || !m.Series.IsZero() }
 
 // Cache keeps the latest normalized pressure of every registered member and
 // refreshes it in the background. Snapshot and Peek never wait for
@@ -98,7 +105,7 @@ func New(opts Options) *Cache {
 		Collect:        c.collect,
 		Project:        project,
 		Validate:       validateMember,
-		Polled:         func(m Member) bool { return m.Engine != "" },
+		Polled:         func(m Member) bool { return m.metered() },
 		Workers:        MaxWorkers,
 		MinTierMembers: MinTierMembers,
 		Interval:       RefreshInterval,
@@ -110,12 +117,13 @@ func New(opts Options) *Cache {
 
 // Reconfigure replaces the registered tiers atomically. The whole
 // configuration is validated first; on error nothing changes. A member whose
-// tier key, id, metrics URL, engine and capacity are unchanged keeps its
+// tier key, id, metrics URL, engine, series and capacity are unchanged keeps its
 // sample and any pending refresh. Any other member starts without a sample:
 // a removed or changed member's queued refresh is dropped and its running
 // fetch is cancelled and its result discarded.
 //
-// Errors: ErrInvalidCapacity, ErrUnknownEngine, ErrInvalidMetricsURL and
+// Errors: ErrInvalidCapacity, ErrUnknownEngine, ErrInvalidSeries,
+// ErrInvalidMetricsURL and
 // memberpoll's ErrClosed and registration errors (ErrInvalidTier,
 // ErrDuplicateTier, ErrTierSize, ErrTooManyMembers, ErrInvalidMember,
 // ErrDuplicateMember), wrapped with the offending tier and member.
@@ -126,14 +134,16 @@ func (c *Cache) Reconfigure(tiers []Tier) error {
 // validateMember checks the member-specific registration bounds of
 // docs/PRESSURE.md#the-cache.
 func validateMember(m Member) error {
-	switch {
-	case m.Capacity < bounds.MinConcurrency || m.Capacity > bounds.MaxConcurrency:
+	if m.Capacity < bounds.MinConcurrency || m.Capacity > bounds.MaxConcurrency {
 		return ErrInvalidCapacity
-	case m.Engine == "":
+	}
+	if !m.metered() {
 		return nil
-	case !ValidEngine(m.Engine):
-		return ErrUnknownEngine
-	case !validMetricsURL(m.MetricsURL):
+	}
+	if _, err := dialectOf(Engine(m.Engine), m.Series); err != nil {
+		return err
+	}
+	if !validMetricsURL(m.MetricsURL) {
 		return ErrInvalidMetricsURL
 	}
 	return nil
@@ -161,7 +171,7 @@ func (c *Cache) Peek(tier string) (map[string]scheduler.Pressure, error) {
 // collect samples one member and classifies the outcome into the pressure
 // to retain. The telemetry and error are dropped here.
 func (c *Cache) collect(ctx context.Context, m Member, started time.Time) scheduler.Pressure {
-	t, err := c.collector.Collect(ctx, Target{MetricsURL: m.MetricsURL, Engine: Engine(m.Engine)})
+	t, err := c.collector.Collect(ctx, Target{MetricsURL: m.MetricsURL, Engine: Engine(m.Engine), Series: m.Series})
 	end := c.clock.Now()
 	switch o := Classify(err, end.Sub(started)); {
 	case o == OutcomeSuccess:

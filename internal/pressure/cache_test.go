@@ -371,6 +371,7 @@ func TestRetainsNoRawData(t *testing.T) {
 		reflect.TypeFor[time.Time]():          true,
 		reflect.TypeFor[scheduler.Pressure](): true,
 		reflect.TypeFor[Member]():             true,
+		reflect.TypeFor[Series]():             true,
 	}
 	check := func(typ reflect.Type, allowedStrings map[string]bool) {
 		for i := range typ.NumField() {
@@ -385,6 +386,8 @@ func TestRetainsNoRawData(t *testing.T) {
 	}
 	check(reflect.TypeFor[memberpoll.State[Member, scheduler.Pressure]](), nil)
 	check(reflect.TypeFor[Member](), map[string]bool{"ID": true, "MetricsURL": true, "Engine": true})
+	// A member's series are its configured selectors, never scraped text.
+	check(reflect.TypeFor[Series](), map[string]bool{"Running": true, "Waiting": true, "KVUsage": true})
 }
 
 func TestAgingAtReadTime(t *testing.T) {
@@ -797,6 +800,11 @@ func TestReconfigureValidation(t *testing.T) {
 		{name: "unknown engine", tiers: mutate(func(m *Member) { m.Engine = "triton" }), wantErr: ErrUnknownEngine},
 		{name: "relative metrics URL", tiers: mutate(func(m *Member) { m.MetricsURL = "/metrics" }), wantErr: ErrInvalidMetricsURL},
 		{name: "no engine, no URL", tiers: mutate(func(m *Member) { m.Engine, m.MetricsURL = "", "" })},
+		{name: "named series without an engine", tiers: mutate(func(m *Member) { m.Engine, m.Series = "", Series{KVUsage: "kv"} })},
+		{name: "invalid named series", tiers: mutate(func(m *Member) { m.Series = Series{Waiting: "kv{a=b}"} }), wantErr: ErrInvalidSeries},
+		{name: "invalid named series without an engine", tiers: mutate(func(m *Member) { m.Engine, m.Series = "", Series{Running: "9"} }), wantErr: ErrInvalidSeries},
+		{name: "named series with an unknown engine", tiers: mutate(func(m *Member) { m.Engine, m.Series = "triton", Series{Running: "kv"} }), wantErr: ErrUnknownEngine},
+		{name: "named series, no URL", tiers: mutate(func(m *Member) { m.Engine, m.Series, m.MetricsURL = "", Series{Running: "kv"}, "" }), wantErr: ErrInvalidMetricsURL},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -864,4 +872,44 @@ func TestCacheWithHTTPCollector(t *testing.T) {
 		t.Fatalf("pressures = %+v, want %+v", got, want)
 	}
 	c.Close()
+}
+
+// TestNamedSeriesMember: a member that names its series without an engine
+// is sampled with them, and a change of its series is a change of the
+// member: it starts again without a sample.
+func TestNamedSeriesMember(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	h := newHarness(t)
+	tr := tier("t", "a", "b")
+	series := Series{Running: `srv_requests{state="running"}`, Waiting: `srv_requests{state="queued"}`}
+	tr.Members[0].Engine, tr.Members[0].Series = "", series
+	if err := h.c.Reconfigure([]Tier{tr}); err != nil {
+		t.Fatal(err)
+	}
+	mustSnapshot(t, h.c, "t")
+	for range 2 {
+		c := h.coll.next(t)
+		if want := (Target{MetricsURL: "http://127.0.0.1:9000/" + c.member(), Engine: "vllm"}); c.member() == "a" {
+			want.Engine, want.Series = "", series
+			if c.target != want {
+				t.Fatalf("target of a = %+v, want %+v", c.target, want)
+			}
+		} else if c.target != want {
+			t.Fatalf("target of b = %+v, want %+v", c.target, want)
+		}
+		c.answer(telemetry(), nil)
+		h.waitPublished(t, c.member())
+	}
+	if got := mustPeek(t, h.c, "t"); got["a"] != freshFive {
+		t.Fatalf("a = %+v, want %+v", got["a"], freshFive)
+	}
+
+	tr.Members[0].Series.KVUsage = "srv_kv_cache_usage_ratio"
+	if err := h.c.Reconfigure([]Tier{tr}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustPeek(t, h.c, "t"); got["a"] != unknown || got["b"] != freshFive {
+		t.Fatalf("after a series change = %+v, want a unknown and b kept", got)
+	}
+	h.c.Close()
 }

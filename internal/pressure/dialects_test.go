@@ -1,6 +1,10 @@
 package pressure_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -125,13 +129,96 @@ func TestAPIEnginesAreTheAdapterTable(t *testing.T) {
 	}
 }
 
-// TestEveryDialectHasAFlavor: enginesim exposes every dialect the router
-// reads, so each adapter can be run against the simulator.
+// TestEveryDialectHasAFlavor: enginesim exposes exactly the dialects the
+// router reads, so each adapter can be run against the simulator.
 func TestEveryDialectHasAFlavor(t *testing.T) {
 	for _, name := range dialectNames() {
 		var f enginesim.Flavor
 		if err := f.Set(name); err != nil {
 			t.Errorf("dialect %s has no enginesim flavor: %v", name, err)
+		}
+	}
+	if got := sortedStrings(enginesim.Flavors()); !slices.Equal(got, dialectNames()) {
+		t.Errorf("enginesim.Flavors() = %v, want the adapter table's %v", got, dialectNames())
+	}
+}
+
+// deref returns a signal's value, or -1 when it is missing.
+func deref(v *float64) float64 {
+	if v == nil {
+		return -1
+	}
+	return *v
+}
+
+// TestAdaptersReadTheirFlavor collects each flavor's /metrics from a live
+// enginesim with the matching engine, and with the same series named by a
+// member that declares no engine: both read the simulator's state.
+func TestAdaptersReadTheirFlavor(t *testing.T) {
+	named := map[pressure.Engine]pressure.Series{
+		pressure.EngineTritonTRTLLM: {
+			Running: `nv_trt_llm_request_metrics{request_type="scheduled"}`,
+			Waiting: `nv_trt_llm_request_metrics{request_type="waiting"}`,
+			KVUsage: `nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction"}`,
+		},
+		pressure.EngineTRTLLMServe: {
+			Running: "trtllm_num_requests_running",
+			Waiting: "trtllm_num_requests_waiting",
+			KVUsage: "trtllm_kv_cache_utilization",
+		},
+	}
+	for _, engine := range pressure.Engines() {
+		t.Run(string(engine), func(t *testing.T) {
+			cfg := enginesim.DefaultConfig()
+			cfg.Flavor = enginesim.Flavor(engine)
+			cfg.MaxNumSeqs, cfg.HiddenLoad, cfg.HiddenLoadTokens, cfg.KVCapacityTokens = 8, 3, 1000, 8000
+			sim, err := enginesim.NewServer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(sim)
+			t.Cleanup(srv.Close)
+			targets := map[string]pressure.Target{"engine": {MetricsURL: srv.URL + "/metrics", Engine: engine}}
+			if series, ok := named[engine]; ok {
+				targets["named series"] = pressure.Target{MetricsURL: srv.URL + "/metrics", Series: series}
+			}
+			for name, target := range targets {
+				tel, err := pressure.HTTPCollector{}.Collect(context.Background(), target)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				wantKV := 0.375 // 3 hidden sequences of 1000 tokens in 8000
+				if engine == pressure.EngineTGI {
+					wantKV = -1 // TGI reports none
+				}
+				got := fmt.Sprint(deref(tel.Running), deref(tel.Waiting), deref(tel.KVUsage))
+				if want := fmt.Sprint(3, 0, wantKV); got != want {
+					t.Errorf("%s: running, waiting, KV = %s, want %s (-1: missing)", name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestAPIAndCacheAgreeOnSeries: a named series the API's validation
+// accepts is one the pressure cache registers, and one it refuses the
+// cache refuses too, so a tier that reaches the router reads as declared.
+func TestAPIAndCacheAgreeOnSeries(t *testing.T) {
+	for _, sel := range []string{
+		"a", "srv:requests", `srv_requests{state="running"}`, `a{b="",c="x y",d="}{,=",e="~!#"}`,
+		strings.Repeat("a", 256), strings.Repeat("a", 257), "9a", "a{}", "a{b=c}", `a{b="1", c="2"}`,
+		`a{b=~"c"}`, `a{b="c\"}`, `a{b="é"}`, `a{b="1",c="2",d="3",e="4",f="5"}`,
+	} {
+		tier := validationtable.Base()
+		tier.Spec.Members[0].Metrics = &sluicev1.MetricsSpec{Series: &sluicev1.SeriesSpec{Running: sluicev1.SeriesSelector(sel)}}
+		apiOK := len(sluicev1.Validate(tier)) == 0
+
+		c := pressure.New(pressure.Options{})
+		member := pressure.Member{ID: "a", MetricsURL: "http://127.0.0.1:9/metrics", Capacity: 1, Series: pressure.Series{Running: sel}}
+		err := c.Reconfigure([]pressure.Tier{{Key: "t", Members: []pressure.Member{member, {ID: "b", Capacity: 1}}}})
+		c.Close()
+		if cacheOK := err == nil; cacheOK != apiOK || err != nil && !errors.Is(err, pressure.ErrInvalidSeries) {
+			t.Errorf("series %q: API accepts %t, cache %v", sel, apiOK, err)
 		}
 	}
 }

@@ -2,7 +2,8 @@
 // tiers and serves it to the request path without ever making it wait.
 //
 // It owns three things: the engine adapters that read one Prometheus text
-// exposition (vLLM, SGLang, llama.cpp, TGI) into a scheduler.Telemetry, the
+// exposition (vLLM, SGLang, llama.cpp, TGI, trtllm-serve, Triton
+// TensorRT-LLM, or the series a member names) into a scheduler.Telemetry, the
 // HTTPCollector that fetches that exposition with a time and size bound, and
 // the Cache that keeps one normalized scheduler.Pressure per registered
 // (tier, member), refreshed by internal/memberpoll's runtime on at most

@@ -14,6 +14,9 @@ import (
 var (
 	// ErrUnknownEngine reports an engine name no adapter understands.
 	ErrUnknownEngine = errors.New("pressure: unknown engine")
+	// ErrInvalidSeries reports a named series that is not a selector of
+	// bounds.SeriesSelectorPattern within bounds.MaxSeriesSelectorLength.
+	ErrInvalidSeries = errors.New("pressure: invalid series selector")
 	// ErrParse reports an exposition that is not valid Prometheus text format.
 	ErrParse = errors.New("pressure: metrics exposition does not parse")
 	// ErrMissingSeries reports an exposition without any of the engine's
@@ -44,7 +47,7 @@ type Outcome string
 // FetchTimeout; that timed out or took longer than FetchTimeout by the
 // Cache's clock, whatever it returned; whose connection failed; answered
 // with a non-2xx status; whose body exceeded MaxBodyBytes; whose body did
-// not parse or has no adapter; whose exposition lacked the engine's
+// not parse or has no adapter or valid series; whose exposition lacked the engine's
 // pressure series; cancelled because the Cache closed or the member was
 // removed; any other failure.
 const (
@@ -79,7 +82,7 @@ func Classify(err error, elapsed time.Duration) Outcome {
 		return OutcomeTransportError
 	case errors.Is(err, ErrBodyTooLarge):
 		return OutcomeBodyTooLarge
-	case errors.Is(err, ErrParse), errors.Is(err, ErrUnknownEngine):
+	case errors.Is(err, ErrParse), errors.Is(err, ErrUnknownEngine), errors.Is(err, ErrInvalidSeries):
 		return OutcomeParseError
 	case errors.Is(err, ErrMissingSeries):
 		return OutcomeMissingSeries

@@ -37,13 +37,16 @@ type Target struct {
 	MetricsURL string
 	// Engine selects the adapter that reads the exposition.
 	Engine Engine
+	// Series names the member's own series, each replacing the engine's
+	// for its signal (see Series).
+	Series Series
 }
 
 // Collector samples one member. Collect must return within a bounded time
 // and honour ctx; the Cache cancels ctx when it is closed or the member is
 // removed. Its error is classified by Classify, never retained: errors
-// wrapping ErrParse, ErrBodyTooLarge, ErrMissingSeries or ErrUnknownEngine
-// make the sample unknown, every other error makes it failed.
+// wrapping ErrParse, ErrBodyTooLarge, ErrMissingSeries, ErrUnknownEngine or
+// ErrInvalidSeries make the sample unknown, every other error makes it failed.
 type Collector interface {
 	// Collect fetches and parses the member's metrics.
 	Collect(ctx context.Context, target Target) (scheduler.Telemetry, error)
@@ -70,7 +73,7 @@ func (h HTTPCollector) Collect(ctx context.Context, target Target) (scheduler.Te
 	if err != nil {
 		return scheduler.Telemetry{}, err
 	}
-	return Parse(target.Engine, bytes.NewReader(body))
+	return Parse(target.Engine, target.Series, bytes.NewReader(body))
 }
 
 // MetricsURL joins a member endpoint and a metrics path into the absolute

@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/admission"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
@@ -53,7 +54,8 @@ func ReadinessTiers(s source.Snapshot) []readiness.Tier {
 
 // PressureTiers returns the pressure registration of every served Capacity
 // tier of a snapshot, for pressure.Cache.Reconfigure. A member without
-// metrics is registered without an engine, so it always reads unknown.
+// metrics is registered without an engine or series, so it always reads
+// unknown.
 func PressureTiers(s source.Snapshot) []pressure.Tier {
 	var out []pressure.Tier
 	for _, t := range s.Tiers {
@@ -68,7 +70,7 @@ func PressureTiers(s source.Snapshot) []pressure.Tier {
 			}
 			if m.Metrics != nil {
 				if u, err := pressure.MetricsURL(m.Endpoint, m.Metrics.Path); err == nil {
-					pm.MetricsURL, pm.Engine = u, string(m.Metrics.Engine)
+					pm.MetricsURL, pm.Engine, pm.Series = u, string(m.Metrics.Engine), pressureSeries(m.Metrics)
 				}
 			}
 			pt.Members = append(pt.Members, pm)
@@ -76,6 +78,19 @@ func PressureTiers(s source.Snapshot) []pressure.Tier {
 		out = append(out, pt)
 	}
 	return out
+}
+
+// pressureSeries returns the series a member's metrics name
+// (metrics.series), for its pressure registration.
+func pressureSeries(m *v1alpha1.MetricsSpec) pressure.Series {
+	if m.Series == nil {
+		return pressure.Series{}
+	}
+	return pressure.Series{
+		Running: string(m.Series.Running),
+		Waiting: string(m.Series.Waiting),
+		KVUsage: string(m.Series.KVUsage),
+	}
 }
 
 // Inputs returns the admission inputs of t from completed snapshots of

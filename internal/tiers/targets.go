@@ -5,7 +5,7 @@ import (
 )
 
 // MetricsTargets returns, for a served Capacity tier, the pressure target
-// (metrics URL and engine) of each member that declares metrics, as
+// (metrics URL, engine and series) of each member that declares metrics, as
 // PressureTiers registers them with the pressure cache. It returns nil for
 // other tiers. The telemetry collectors use it to label the age of each
 // member's last metrics fetch with the member's id; the URLs never leave the
@@ -25,7 +25,7 @@ func (set *Set) MetricsTargets(tier string) map[string]pressure.Target {
 			continue
 		}
 		if u, err := pressure.MetricsURL(m.Endpoint, m.Metrics.Path); err == nil {
-			out[m.ID] = pressure.Target{MetricsURL: u, Engine: pressure.Engine(m.Metrics.Engine)}
+			out[m.ID] = pressure.Target{MetricsURL: u, Engine: pressure.Engine(m.Metrics.Engine), Series: pressureSeries(m.Metrics)}
 		}
 	}
 	return out

@@ -111,6 +111,23 @@ func Rows() []Row {
 		{Desc: "valid metrics engine and path", Mutate: func(t *sluicev1.ReplicaTier) {
 			t.Spec.Members[1].Metrics = &sluicev1.MetricsSpec{Engine: sluicev1.EngineSGLang, Path: "/prom/metrics"}
 		}},
+		{Desc: "valid TensorRT-LLM engines", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Engine = sluicev1.EngineTritonTRTLLM
+			t.Spec.Members[1].Metrics = &sluicev1.MetricsSpec{Engine: sluicev1.EngineTRTLLMServe, Path: "/prometheus/metrics"}
+		}},
+		{Desc: "valid named series without an engine, four matchers at most", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[1].Metrics = &sluicev1.MetricsSpec{Series: &sluicev1.SeriesSpec{
+				Running: `srv_requests{state="running"}`,
+				Waiting: "srv:queue_size",
+				KVUsage: `_kv{a="",b="x y",c="!#[]~{},=",d="model/v1"}`,
+			}}
+		}},
+		{Desc: "valid named series replacing one of an engine's", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{KVUsage: "vllm:gpu_cache_usage_perc"}
+		}},
+		{Desc: "valid named series of 256 bytes", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Running: sluicev1.SeriesSelector(strings.Repeat("a", 256))}
+		}},
 		{Desc: "valid upstream timeouts at their bounds", Mutate: func(t *sluicev1.ReplicaTier) {
 			t.Spec.Upstream = &sluicev1.UpstreamSpec{ResponseHeaderTimeout: dur(time.Second), IdleTimeout: dur(time.Hour)}
 		}},
@@ -164,6 +181,35 @@ func Rows() []Row {
 			WantErrors: []string{"spec.members[1].maxConcurrency", "less than or equal to 100000"}},
 		{Desc: "unknown metrics engine", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Metrics.Engine = "triton" },
 			WantErrors: []string{"spec.members[0].metrics.engine", "Unsupported value"}},
+		{Desc: "metrics without engine or series", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Metrics = &sluicev1.MetricsSpec{} },
+			WantErrors: []string{"spec.members[0].metrics", "metrics must name an engine or series"}},
+		{Desc: "series naming no signal", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{}
+		}, WantErrors: []string{"spec.members[0].metrics.series", "series must name running, waiting or kvUsage"}},
+		{Desc: "series with five matchers", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Running: `a{b="1",c="2",d="3",e="4",f="5"}`}
+		}, WantErrors: []string{"spec.members[0].metrics.series.running", "must be a Prometheus metric name with at most 4 label matchers"}},
+		{Desc: "series with an unquoted label value", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Waiting: "nv_trt_llm_request_metrics{request_type=waiting}"}
+		}, WantErrors: []string{"spec.members[0].metrics.series.waiting", "must be a Prometheus metric name"}},
+		{Desc: "series with a regular expression matcher", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{KVUsage: `kv{a=~"x.*"}`}
+		}, WantErrors: []string{"spec.members[0].metrics.series.kvUsage", "must be a Prometheus metric name"}},
+		{Desc: "series metric name starting with a digit", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Running: "9lives"}
+		}, WantErrors: []string{"spec.members[0].metrics.series.running", "must be a Prometheus metric name"}},
+		{Desc: "series label value with a backslash", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Running: `a{b="c\\"}`}
+		}, WantErrors: []string{"spec.members[0].metrics.series.running", "must be a Prometheus metric name"}},
+		{Desc: "series with a space between matchers", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Running: `a{b="1", c="2"}`}
+		}, WantErrors: []string{"spec.members[0].metrics.series.running", "must be a Prometheus metric name"}},
+		{Desc: "series with empty braces", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Running: "a{}"}
+		}, WantErrors: []string{"spec.members[0].metrics.series.running", "must be a Prometheus metric name"}},
+		{Desc: "series of 257 bytes", Mutate: func(t *sluicev1.ReplicaTier) {
+			t.Spec.Members[0].Metrics.Series = &sluicev1.SeriesSpec{Waiting: sluicev1.SeriesSelector(strings.Repeat("a", 257))}
+		}, WantErrors: []string{"spec.members[0].metrics.series.waiting", "Too long"}},
 		{Desc: "relative metrics path", Mutate: func(t *sluicev1.ReplicaTier) { t.Spec.Members[0].Metrics.Path = "metrics" },
 			WantErrors: []string{"spec.members[0].metrics.path", "should match"}},
 
