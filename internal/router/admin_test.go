@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/adminserver"
@@ -74,6 +75,8 @@ func TestAdminAuthentication(t *testing.T) {
 func TestAdminCapacity(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	release := make(chan struct{})
+	goOn := sync.OnceFunc(func() { close(release) })
+	defer goOn() // a failed check lets the held request end too.
 	gpu0, gpu1 := newUpstream(t, "gpu0", nil), newUpstream(t, "gpu1", nil)
 	gpu0.handle(holdOrAnswer(release))
 	f.apply(
@@ -101,6 +104,7 @@ func TestAdminCapacity(t *testing.T) {
     {
       "tier": "ns/embed",
       "strategy": "Direct",
+      "served_model": "served/model",
       "active": 0,
       "max_concurrency": null,
       "state": "admitting",
@@ -125,6 +129,7 @@ func TestAdminCapacity(t *testing.T) {
     {
       "tier": "ns/llama",
       "strategy": "Capacity",
+      "served_model": "served/model",
       "active": 1,
       "max_concurrency": 4,
       "state": "admitting",
@@ -177,7 +182,7 @@ func TestAdminCapacity(t *testing.T) {
 		t.Fatalf("the capacity view scheduled pressure refreshes (Snapshot calls %d → %d, Peek calls %d); it must only Peek",
 			snapshots, f.pressure.Snapshots.Load(), f.pressure.Peeks.Load())
 	}
-	close(release)
+	goOn()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	f.outcome()
