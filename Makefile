@@ -13,12 +13,15 @@
 #   hack/tools/promtool/go.mod
 #                        promtool (tool directive), for the monitoring bundle's
 #                        rule tests (config/prometheus, docs/OPERATIONS.md)
+#   hack/gie/go.mod      the Gateway API Inference Extension's endpoint picker
+#                        (tool directive) and its InferencePool CRD
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 BIN        := $(CURDIR)/bin
 ENVTEST_BIN := $(BIN)/k8s
+GIE_BIN     := $(BIN)/gie
 CONTROLLER_GEN := $(BIN)/controller-gen
 SETUP_ENVTEST  := $(BIN)/setup-envtest
 GOLANGCI_LINT  := $(BIN)/golangci-lint
@@ -295,6 +298,10 @@ bench-go: ## Run the Go micro-benchmarks of the cores and of the router's proxy 
 .PHONY: envtest-bins
 envtest-bins: $(SETUP_ENVTEST) ## Download kube-apiserver, etcd and kubectl into bin/k8s with setup-envtest, or build them from source when that cannot (skipped when up to date).
 	SETUP_ENVTEST=$(SETUP_ENVTEST) hack/envtest/download.sh $(ENVTEST_BIN) || hack/envtest/build.sh $(ENVTEST_BIN)
+
+.PHONY: gie-bins
+gie-bins: ## Build the Gateway API Inference Extension's endpoint picker from hack/gie into bin/gie, with its InferencePool CRD (skipped when up to date).
+	hack/gie/build.sh $(GIE_BIN)
 
 .PHONY: e2e-cluster-bins
 e2e-cluster-bins: envtest-bins ## Build kubelet, kube-scheduler and kube-controller-manager from source into bin/k8s (skipped when up to date).
