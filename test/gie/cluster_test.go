@@ -183,6 +183,24 @@ func (c *cluster) addPod(t *testing.T, n *node) {
 	}
 }
 
+// setReady sets the node's Pod's Ready condition through the status
+// subresource, as a kubelet does when the pod's readiness probe changes.
+func (c *cluster) setReady(t *testing.T, n *node, ready bool) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := c.k8s.Get(t.Context(), client.ObjectKey{Namespace: poolNamespace, Name: n.spec.name}, pod); err != nil {
+		t.Fatal(err)
+	}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
+	if err := c.k8s.Status().Update(t.Context(), pod); err != nil {
+		t.Fatalf("pod %s status: %v", n.spec.name, err)
+	}
+}
+
 // addPool creates the InferencePool (inference.networking.k8s.io/v1):
 // the pods labelled poolLabel=poolApp, the routers' front door as the
 // target port, the picker as its endpoint picker. The project does not

@@ -172,8 +172,9 @@ func percentile(d []time.Duration, q float64) time.Duration {
 // TestPickerInFrontOfRouters is the proof that sluice routers are model
 // servers GIE's picker chooses among: every request goes picker → chosen
 // router → engine exactly once, streams complete, every node gets its
-// share, and sluice's ceilings hold on every node. It logs one summary
-// line per node (docs/BENCHMARKS.md#511-the-cluster-picker).
+// share, and sluice's ceilings hold on every node; a node whose pod is
+// not Ready is not chosen. It logs one summary line per node
+// (docs/BENCHMARKS.md#511-the-cluster-picker).
 //
 // The scenarios that need the routers' model-server gauges (hidden load
 // on one node's engines, a quiesced or saturated tier) are tests beside
@@ -257,4 +258,57 @@ func TestPickerInFrontOfRouters(t *testing.T) {
 	for _, s := range summary {
 		t.Log(s)
 	}
+
+	// Last, as it adds to the engines' counts.
+	t.Run("a node whose pod is not ready is not chosen", func(t *testing.T) {
+		out := p.nodes[len(p.nodes)-1]
+		start := time.Now()
+		p.cluster.setReady(t, out, false)
+		awaitPickerView(t, out, false)
+		t.Logf("the picker dropped %s %v after its pod's Ready turned false", out.spec.name, time.Since(start).Round(time.Millisecond))
+		before := servedBy(t, out)
+		r := runLoad(t, p, readinessRequests, concurrency)
+		for i, ex := range r.exchanges {
+			if r.errs[i] != nil || ex.status != 200 {
+				t.Errorf("request %d: status %d, %v", i, ex.status, r.errs[i])
+			}
+			if ex.endpoint == out.endpoint() {
+				t.Errorf("request %d went to %s, whose pod is not ready", i, out.spec.name)
+			}
+		}
+		if after := servedBy(t, out); after != before {
+			t.Errorf("%s's engines served %d requests while its pod was not ready", out.spec.name, after-before)
+		}
+		start = time.Now()
+		p.cluster.setReady(t, out, true)
+		awaitPickerView(t, out, true)
+		t.Logf("the picker took %s back %v after its pod's Ready turned true", out.spec.name, time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// readinessRequests is the load sent while one node's pod is not ready.
+const readinessRequests = 60
+
+// awaitPickerView waits until the picker holds the node's pod (held) or
+// no longer does.
+func awaitPickerView(t *testing.T, n *node, held bool) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("the picker holds %s: %v", n.spec.name, held), func() (bool, string) {
+		pods, err := pickerPods()
+		if err != nil {
+			return false, err.Error()
+		}
+		_, ok := pods[n.spec.name]
+		return ok == held, fmt.Sprintf("pods %v", pods)
+	})
+}
+
+// servedBy is the requests the node's engines served so far.
+func servedBy(t *testing.T, n *node) uint64 {
+	t.Helper()
+	var sum uint64
+	for _, e := range n.engines {
+		sum += e.stats(t).TotalRequests
+	}
+	return sum
 }
