@@ -58,9 +58,11 @@ const (
 
 // pickerConfig is the picker's EndpointPickerConfig: the queue and
 // KV-cache scorers (GIE's default weights, 2 each) and a max-score
-// picker, fed by the metrics data source reading each pod's /metrics with
-// the vLLM names, which the routers serve with a model_name label per tier.
-// LoRA and cache-info series are not read: sluice serves no adapters.
+// picker, fed by the metrics data source reading each pod's /metrics for
+// GIE's vLLM names, restated without the LoRA and cache-info series, which
+// a router does not serve. The pods' metrics port is the command line's
+// (--model-server-metrics-port); the path is the data source's parameter,
+// which replaces the deprecated --model-server-metrics-path.
 const pickerConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
 plugins:
