@@ -13,12 +13,16 @@
 #   hack/tools/promtool/go.mod
 #                        promtool (tool directive), for the monitoring bundle's
 #                        rule tests (config/prometheus, docs/OPERATIONS.md)
+#   hack/gie/go.mod      the Gateway API Inference Extension's endpoint picker
+#                        (tool directive) and its InferencePool CRD, for the
+#                        cluster-picker test (test/gie, docs/BENCHMARKS.md)
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 BIN        := $(CURDIR)/bin
 ENVTEST_BIN := $(BIN)/k8s
+GIE_BIN     := $(BIN)/gie
 CONTROLLER_GEN := $(BIN)/controller-gen
 SETUP_ENVTEST  := $(BIN)/setup-envtest
 GOLANGCI_LINT  := $(BIN)/golangci-lint
@@ -211,7 +215,7 @@ undeploy: ## Remove everything deploy installed, the CRD and the router's Secret
 ##@ Test
 
 .PHONY: test
-test: envtest-bins verify test-monitoring test-go test-images e2e-cluster test-quickstart test-soak fuzz ## Verify, test the monitoring rules, run every test with -race (envtest included), test the images, install them on a real node, test the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
+test: envtest-bins verify test-monitoring test-go test-images e2e-cluster test-gie test-quickstart test-soak fuzz ## Verify, test the monitoring rules, run every test with -race (envtest included), test the images, install them on a real node, run GIE's picker in front of three routers, test the README's quick starts, run the 30 s chaos soak, then fuzz briefly.
 
 .PHONY: test-go
 test-go: envtest-bins $(HELM) ## Run the unit and envtest suites with -race.
@@ -239,6 +243,11 @@ e2e-cluster: e2e-cluster-bins images-offline ## Install sluice on a real single-
 	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) SLUICE_E2E_IMAGES=$(OUT_IMAGES) \
 		SLUICE_E2E_IMAGE_MANAGER=$(IMG_MANAGER) SLUICE_E2E_IMAGE_ROUTER=$(IMG_ROUTER) SLUICE_E2E_IMAGE_ENGINESIM=$(IMG_ENGINESIM) \
 		go test -race -count=1 -timeout 30m -v -tags cluster ./test/cluster
+
+.PHONY: test-gie
+test-gie: envtest-bins gie-bins ## Run GIE's endpoint picker in front of three routers, with an ext-proc client as the gateway, in a network namespace of its own (root; docs/BENCHMARKS.md).
+	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) SLUICE_GIE_BIN=$(GIE_BIN) \
+		go test -race -count=1 -timeout 15m -v -tags gie ./test/gie
 
 .PHONY: test-quickstart
 test-quickstart: envtest-bins ## Run the README's quick starts as written (the demo, the manager, the router in files mode).
@@ -295,6 +304,10 @@ bench-go: ## Run the Go micro-benchmarks of the cores and of the router's proxy 
 .PHONY: envtest-bins
 envtest-bins: $(SETUP_ENVTEST) ## Download kube-apiserver, etcd and kubectl into bin/k8s with setup-envtest, or build them from source when that cannot (skipped when up to date).
 	SETUP_ENVTEST=$(SETUP_ENVTEST) hack/envtest/download.sh $(ENVTEST_BIN) || hack/envtest/build.sh $(ENVTEST_BIN)
+
+.PHONY: gie-bins
+gie-bins: ## Build the Gateway API Inference Extension's endpoint picker from hack/gie into bin/gie, with its InferencePool CRD (skipped when up to date).
+	hack/gie/build.sh $(GIE_BIN)
 
 .PHONY: e2e-cluster-bins
 e2e-cluster-bins: envtest-bins ## Build kubelet, kube-scheduler and kube-controller-manager from source into bin/k8s (skipped when up to date).
