@@ -189,18 +189,26 @@ func (c *cluster) addPod(t *testing.T, n *node) {
 // subresource, as a kubelet does when the pod's readiness probe changes.
 func (c *cluster) setReady(t *testing.T, n *node, ready bool) {
 	t.Helper()
-	pod := &corev1.Pod{}
-	if err := c.k8s.Get(t.Context(), client.ObjectKey{Namespace: poolNamespace, Name: n.spec.name}, pod); err != nil {
+	if err := c.updateReady(t.Context(), n, ready); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// updateReady is setReady returning its error, for a goroutine of the test.
+func (c *cluster) updateReady(ctx context.Context, n *node, ready bool) error {
+	pod := &corev1.Pod{}
+	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: poolNamespace, Name: n.spec.name}, pod); err != nil {
+		return err
 	}
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
 	}
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
-	if err := c.k8s.Status().Update(t.Context(), pod); err != nil {
-		t.Fatalf("pod %s status: %v", n.spec.name, err)
+	if err := c.k8s.Status().Update(ctx, pod); err != nil {
+		return fmt.Errorf("pod %s status: %w", n.spec.name, err)
 	}
+	return nil
 }
 
 // addPool creates the InferencePool (inference.networking.k8s.io/v1):

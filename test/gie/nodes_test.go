@@ -43,6 +43,9 @@ const (
 	// routerShutdownTimeout is the router's --shutdown-timeout, below
 	// testproc.StopGrace.
 	routerShutdownTimeout = 10 * time.Second
+	// tiersPollInterval is the router's --tiers-poll-interval: a rewritten
+	// tier file (a quiesce) is applied within it.
+	tiersPollInterval = 200 * time.Millisecond
 )
 
 // Waiting bounds.
@@ -94,6 +97,8 @@ type node struct {
 	router  *supervise.Process
 	front   string
 	admin   string
+	// tiersDir is the router's --tiers-dir, holding the tier's file.
+	tiersDir string
 }
 
 // endpoint is the node's front door as the picker names it: ip:port.
@@ -112,16 +117,11 @@ func startNode(t *testing.T, spec nodeSpec) *node {
 		e.Process = testproc.Start(t, t, spec.name+"/"+e.member, bins.enginesim, args, startlines.EngineAddr(&e.addr))
 		n.engines = append(n.engines, e)
 	}
-	dir := t.TempDir()
-	raw, err := n.manifest()
-	if err != nil {
-		t.Fatalf("%s: tier: %v", spec.name, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, tierName+".yaml"), raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	n.tiersDir = t.TempDir()
+	n.writeTier(t, "")
 	args := []string{
-		"--tiers-dir", dir,
+		"--tiers-dir", n.tiersDir,
+		"--tiers-poll-interval", tiersPollInterval.String(),
 		"--node-name", spec.name,
 		"--listen", net.JoinHostPort(spec.ip, strconv.Itoa(frontPort)),
 		"--admin-listen", net.JoinHostPort(spec.ip, strconv.Itoa(adminPort)),
@@ -147,9 +147,28 @@ func startNode(t *testing.T, spec nodeSpec) *node {
 	return n
 }
 
+// writeTier writes the node's tier file, quiesced with the reason quiesce
+// (docs/API.md: spec.quiesce.tier) unless it is empty, through a rename so
+// the router never reads half a file.
+func (n *node) writeTier(t *testing.T, quiesce string) {
+	t.Helper()
+	raw, err := n.manifest(quiesce)
+	if err != nil {
+		t.Fatalf("%s: tier: %v", n.spec.name, err)
+	}
+	tmp := filepath.Join(n.tiersDir, "."+tierName+".yaml.tmp")
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(n.tiersDir, tierName+".yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // manifest renders the node's tier as a ReplicaTier manifest: its engines
-// as members, read with the vLLM dialect, ranked by Capacity.
-func (n *node) manifest() ([]byte, error) {
+// as members, read with the vLLM dialect, ranked by Capacity, the tier
+// quiesced with the reason quiesce unless it is empty.
+func (n *node) manifest(quiesce string) ([]byte, error) {
 	rt := sluicev1.ReplicaTier{}
 	rt.APIVersion, rt.Kind = "sluice.dev/v1alpha1", "ReplicaTier"
 	rt.Name, rt.Namespace = tierName, tierNamespace
@@ -158,6 +177,9 @@ func (n *node) manifest() ([]byte, error) {
 	rt.Spec.ServedModel = servedModel
 	rt.Spec.Strategy = sluicev1.StrategyCapacity
 	rt.Spec.Queue = n.spec.queue
+	if quiesce != "" {
+		rt.Spec.Quiesce = &sluicev1.QuiesceSpec{Tier: quiesce}
+	}
 	for _, e := range n.engines {
 		c := e.ceiling
 		rt.Spec.Members = append(rt.Spec.Members, sluicev1.Member{
