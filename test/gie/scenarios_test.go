@@ -115,7 +115,7 @@ func TestPickerDropsQuiescedTier(t *testing.T) {
 	if !last.IsZero() {
 		lastAfter = last.Sub(quiesced).Round(time.Millisecond).String()
 	}
-	t.Logf("%s quiesced: the picker dropped it %v after the file was written; the last request routed there started %s after; %d of those refused (tier_quiesced); %d requests after, none there",
+	t.Logf("%s quiesced: the picker dropped it %v after the file was written; the last request routed there started %s after; %d of those refused; %d requests after, none there",
 		out.spec.name, dropped.Sub(quiesced).Round(time.Millisecond), lastAfter, refused, after)
 
 	readmitted := time.Now()
