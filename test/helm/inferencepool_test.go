@@ -1,11 +1,9 @@
 package helm
 
 import (
-	"bytes"
 	"encoding/json"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,13 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/test/gietest"
 )
 
 // The InferencePool example of docs/INSTALL.md#many-nodes, in both forms.
 const (
-	// gieModule is the Gateway API Inference Extension release whose
-	// inferencepool chart and picker the example is written for.
-	gieModule = "sigs.k8s.io/gateway-api-inference-extension@v1.5.0"
 	// pickerImage is that release's picker (cmd/epp).
 	pickerImage = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
 	// sluicePoolValues labels the routers for the pool (the sluice chart).
@@ -355,7 +352,7 @@ func specOf(u *unstructured.Unstructured) any {
 	return u.Object["spec"]
 }
 
-// templateGIE renders GIE's inferencepool chart, from gieModule, with
+// templateGIE renders GIE's inferencepool chart, from its pinned module, with
 // giePoolValues as release poolName in namespace.
 func templateGIE(t *testing.T, namespace string) []*unstructured.Unstructured {
 	t.Helper()
@@ -368,27 +365,15 @@ func templateGIE(t *testing.T, namespace string) []*unstructured.Unstructured {
 }
 
 // gieChart copies GIE's inferencepool chart and the library chart it
-// depends on (file://../epplib) out of gieModule, which the Go module proxy
-// serves, into a temporary directory, builds its dependency and returns its
+// depends on (file://../epplib) out of the pinned module (gietest) into a
+// temporary directory, builds its dependency and returns its
 // directory. The module cache is read-only, hence the copy.
 func gieChart(t *testing.T) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "go", "mod", "download", "-json", gieModule)
-	cmd.Dir = t.TempDir() // outside the repository's module
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go mod download %s: %v: %s%s", gieModule, err, out, stderr.String())
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download %s: no directory in %s (%v)", gieModule, out, err)
-	}
+	dir := gietest.ModuleDir(t)
 	dst := t.TempDir()
 	for _, name := range []string{"inferencepool", "epplib"} {
-		if err := os.CopyFS(filepath.Join(dst, name), os.DirFS(filepath.Join(mod.Dir, "config", "charts", name))); err != nil {
+		if err := os.CopyFS(filepath.Join(dst, name), os.DirFS(filepath.Join(dir, "config", "charts", name))); err != nil {
 			t.Fatal(err)
 		}
 	}
