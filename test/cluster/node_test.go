@@ -26,6 +26,7 @@ import (
 
 	sluicev1 "github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/supervise"
+	"github.com/sluice-dev/sluice/test/netnstest"
 )
 
 // Names of the cluster.
@@ -73,18 +74,13 @@ const (
 	cniPlugins = "/usr/lib/cni"
 )
 
-// inNamespaceEnv marks the test process that runs in the cluster's network
-// namespace.
-const inNamespaceEnv = "SLUICE_E2E_NETNS"
-
-// TestMain runs the tests in a network namespace of their own: the test
-// binary runs itself again in a new one. Everything the cluster serves,
-// the router's front door on the node's :8080 included, is then reachable
-// from this machine's tests alone and from no other machine, and no port
-// of the machine is taken.
+// TestMain runs the tests in a network namespace of their own
+// (netnstest). Everything the cluster serves, the router's front door on
+// the node's :8080 included, is then reachable from this machine's tests
+// alone and from no other machine, and no port of the machine is taken.
 func TestMain(m *testing.M) {
-	if os.Getenv(inNamespaceEnv) == "" {
-		os.Exit(inNewNamespace())
+	if code, exit := netnstest.Enter("cluster test"); exit {
+		os.Exit(code)
 	}
 	if err := setUpNamespace(); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster test: setting up the network namespace:", err)
@@ -93,39 +89,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// inNewNamespace runs this test binary again, with the same arguments, in
-// a new network namespace, and returns its exit code.
-func inNewNamespace() int {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "cluster test: needs root (containerd and the kubelet manage cgroups, mounts and network namespaces)")
-		return 1
-	}
-	cmd := exec.CommandContext(context.Background(), "/proc/self/exe", os.Args[1:]...) //nolint:gosec // this binary, again.
-	cmd.Env = append(os.Environ(), inNamespaceEnv+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Run(); err != nil {
-		if exit, ok := err.(*exec.ExitError); ok { //nolint:errorlint // Run returns it unwrapped.
-			return exit.ExitCode()
-		}
-		fmt.Fprintln(os.Stderr, "cluster test: starting it in a new network namespace:", err)
-		return 1
-	}
-	return 0
-}
-
-// setUpNamespace brings the new namespace's loopback interface up and
-// gives it the API server's address.
+// setUpNamespace gives the new namespace's loopback interface the API
+// server's address.
 func setUpNamespace() error {
-	for _, args := range [][]string{
-		{"ip", "link", "set", "lo", "up"},
-		{"ip", "address", "add", apiServerIP + "/32", "dev", "lo"},
-	} {
-		if _, err := run("", nil, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := run("", nil, "ip", "address", "add", apiServerIP+"/32", "dev", "lo")
+	return err
 }
 
 // repoRoot is the repository, seen from this package's directory.

@@ -8,16 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/go-logr/logr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-)
 
-// inNamespaceEnv marks the test process that runs in the test's network
-// namespace.
-const inNamespaceEnv = "SLUICE_GIE_NETNS"
+	"github.com/sluice-dev/sluice/test/netnstest"
+)
 
 // repoRoot is the repository, seen from this package's directory.
 var repoRoot = filepath.Join("..", "..")
@@ -34,50 +31,23 @@ var bins struct {
 	assets string
 }
 
-// TestMain runs the tests in a network namespace of their own: the test
-// binary runs itself again in a new one, whose loopback interface is
-// brought up. The picker binds every interface of the namespace, the
+// TestMain runs the tests in a network namespace of their own
+// (netnstest). The picker binds every interface of the namespace, the
 // routers their own loopback addresses (127.0.0.2 and up), and no port
 // of the machine is taken.
 func TestMain(m *testing.M) {
-	if os.Getenv(inNamespaceEnv) == "" {
-		os.Exit(inNewNamespace())
+	if code, exit := netnstest.Enter("gie test"); exit {
+		os.Exit(code)
 	}
 	os.Exit(runMain(m))
 }
 
-// inNewNamespace runs this test binary again, with the same arguments, in
-// a new network namespace, and returns its exit code.
-func inNewNamespace() int {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "gie test: needs root (it runs in a network namespace of its own)")
-		return 1
-	}
-	cmd := exec.CommandContext(context.Background(), "/proc/self/exe", os.Args[1:]...) //nolint:gosec // this binary, again.
-	cmd.Env = append(os.Environ(), inNamespaceEnv+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Run(); err != nil {
-		if exit, ok := err.(*exec.ExitError); ok { //nolint:errorlint // Run returns it unwrapped.
-			return exit.ExitCode()
-		}
-		fmt.Fprintln(os.Stderr, "gie test: starting it in a new network namespace:", err)
-		return 1
-	}
-	return 0
-}
-
-// runMain brings the namespace's loopback interface up, finds the picker
-// and the control plane, builds the router and enginesim into a temporary
+// runMain finds the picker and the control plane, builds the router and enginesim into a temporary
 // directory, runs the tests and removes the directory.
 func runMain(m *testing.M) int {
 	// envtest logs through controller-runtime's logger; the test reads
 	// the processes' output instead.
 	logf.SetLogger(logr.Discard())
-	if out, err := exec.CommandContext(context.Background(), "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "gie test: bringing lo up: %v: %s\n", err, out)
-		return 1
-	}
 	if err := findBins(); err != nil {
 		fmt.Fprintln(os.Stderr, "gie test:", err)
 		return 1
