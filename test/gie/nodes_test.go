@@ -238,19 +238,5 @@ func getJSON(url string, v any) error {
 // the test with cond's last reason after waitTimeout.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s: not reached within %v: %s", what, waitTimeout, why)
-		case <-ticker.C:
-		}
-	}
+	testproc.Eventually(t, what, waitTimeout, pollInterval, cond)
 }

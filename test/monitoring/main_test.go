@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/test/testproc"
 )
 
 // Bounds of the processes and waits. They are reached only when a test
@@ -66,21 +68,7 @@ func runMain(m *testing.M) int {
 // the test with cond's last reason after waitTimeout.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s: not reached within %v: %s", what, waitTimeout, why)
-		case <-ticker.C:
-		}
-	}
+	testproc.Eventually(t, what, waitTimeout, pollInterval, cond)
 }
 
 // freeLoopbackAddr returns a loopback address with a port nobody listens

@@ -1,7 +1,8 @@
 // Package testproc starts the programs a test built as child processes
 // (internal/supervise) for the end-to-end, install and monitoring suites:
 // it fails the test when one does not start, and stops each one when its
-// owner test ends.
+// owner test ends. Eventually is the suites' bounded wait for a
+// condition.
 package testproc
 
 import (
@@ -51,4 +52,25 @@ func Start(t, owner testing.TB, name, bin string, args []string, match func([]by
 		}
 	})
 	return p
+}
+
+// Eventually calls cond every poll until it returns true, and fails the
+// test with what and cond's last reason once timeout passed.
+func Eventually(t testing.TB, what string, timeout, poll time.Duration, cond func() (ok bool, why string)) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("%s: not reached within %v: %s", what, timeout, why)
+		case <-ticker.C:
+		}
+	}
 }
