@@ -350,15 +350,7 @@ func newTierConfig(t source.Tier, addrs *hostAddrSet) (*Config, admission.Config
 		acfg.Members = append(acfg.Members, mc)
 		cfg.members = append(cfg.members, newMember(m.ID, u))
 	}
-	slices.SortFunc(cfg.members, func(a, b Member) int {
-		switch {
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(cfg.members, func(a, b Member) int { return cmp.Compare(a.id, b.id) })
 	cfg.allReady = make(map[string]bool, len(cfg.members))
 	for _, m := range cfg.members {
 		cfg.ids = append(cfg.ids, m.id)
@@ -640,15 +632,7 @@ func modelsBody(aliases map[string]aliasEntry) []byte {
 	for alias := range aliases {
 		list.Data = append(list.Data, model{ID: alias, Object: "model", OwnedBy: "sluice"})
 	}
-	slices.SortFunc(list.Data, func(a, b model) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(list.Data, func(a, b model) int { return cmp.Compare(a.ID, b.ID) })
 	body, err := json.Marshal(list)
 	if err != nil {
 		panic(err) // unreachable: strings and integers always encode.
