@@ -49,7 +49,7 @@ const (
 // at once. So a flood of connections that never authenticate cannot keep a
 // client with a key out: each new connection pushes out the oldest of
 // them, and a client that authenticates with its first request is never
-// pushed out. An authenticated connection is closed only by net/http's own
+// pushed out. An authenticated connection is closed only by the front door's own
 // timeouts. An unauthenticated connection that finished a request without
 // the server closing it is closed when it goes idle: the router keeps no
 // connection alive for a client that has not proven a key.
@@ -84,14 +84,14 @@ func newConnLimits(maxConns, maxUnauth int) *connLimits {
 // maxAdminConnections, none of which ever authenticates (the admin token
 // is checked per request, and probes and scrapes carry none), so a new
 // connection over the bound closes the oldest. Idle connections stay open
-// for keep-alive, as net/http's idle timeout allows: a flood of them
+// for keep-alive, as the admin server's idle timeout allows: a flood of them
 // pushes out only the oldest, and a client that keeps a connection in use
 // keeps it.
 func newAdminConnLimits() *connLimits {
 	return &connLimits{max: maxAdminConnections, maxUnauth: maxAdminConnections, keepIdle: true}
 }
 
-// trackedConn is a front door connection as net/http sees it.
+// trackedConn is a connection as the server that serves it sees it.
 type trackedConn struct {
 	net.Conn
 	limits *connLimits
@@ -101,7 +101,7 @@ type trackedConn struct {
 	tracked    bool         // counted in limits.open; false once closed or evicted.
 }
 
-// CloseWrite half-closes the connection when it can, for net/http's
+// CloseWrite half-closes the connection when it can, for the
 // graceful close after an unread request body.
 func (c *trackedConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {

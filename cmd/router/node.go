@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-dev/sluice/internal/adminserver"
+	"github.com/sluice-dev/sluice/internal/frontdoor"
 	"github.com/sluice-dev/sluice/internal/nodeconfig"
 	"github.com/sluice-dev/sluice/internal/pressure"
 	"github.com/sluice-dev/sluice/internal/readiness"
@@ -38,7 +39,8 @@ type node struct {
 	succ    *succession
 
 	conns, adminConns *connLimits
-	front, adminSrv   *http.Server
+	front             *frontdoor.Server
+	adminSrv          *http.Server
 	adminLn           net.Listener
 
 	// endRequests ends every front-door request's context: a second signal
@@ -153,8 +155,8 @@ func (n *node) newServers() {
 	applier := nodeconfig.Applier{Tiers: n.rt.Tiers(), Readiness: n.probes, Pressure: n.samples, Metrics: n.obs.requests}
 	n.report = newConfigReport(n.log, n.cfg.nodeName, n.cfg.tiersDir != "")
 	n.succ = newSuccession(n.rt, n.log, func(s source.Snapshot) { n.apply(applier, s) }, n.stopReports)
-	n.front = newServer(n.log, n.succ.handler(n.rt, &n.draining), n.cfg.bodyReadTimeout)
-	n.conns.limit(n.front)
+	n.front = newFrontDoor(n.log, n.succ.handler(n.rt, &n.draining), n.cfg.bodyReadTimeout)
+	n.front.ConnContext, n.front.ConnState = n.conns.connContext, n.conns.connState
 	n.adminSrv = newServer(n.log, handOver(readyOnceServing(n.admin, &n.serving), &n.draining), n.cfg.bodyReadTimeout)
 	n.adminConns = newAdminConnLimits()
 	n.adminConns.limit(n.adminSrv)

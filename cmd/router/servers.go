@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/adminserver"
+	"github.com/sluice-dev/sluice/internal/frontdoor"
 )
 
 // The servers' bounds.
@@ -36,6 +37,12 @@ const (
 	// writing to a client that does not read needs its connection closed,
 	// which the router does after this bound.
 	hurriedShutdownTimeout = time.Second
+	// clientWatchAfter is how long a front door request runs before its
+	// connection is watched for the client going away
+	// (frontdoor.Server.WatchAfter): a client that leaves is noticed at
+	// most this late, and a request answered sooner pays nothing for the
+	// watch (docs/ROUTER.md#9-performance).
+	clientWatchAfter = frontdoor.DefaultWatchAfter
 )
 
 // handOver tells clients to reconnect once shutdown began: every response
@@ -74,12 +81,27 @@ func readyOnceServing(h http.Handler, serving *atomic.Bool) http.Handler {
 	})
 }
 
-// newServer returns an HTTP server for h. ReadTimeout bounds a request's
-// headers and body: net/http lifts the connection's read deadline when the
-// body has been read to its end (before its background read for the
-// client's going away), so the timeout never cuts a response, and there is
-// no write timeout: streams last as long as the engine streams, bounded by
-// the tiers' idle timeouts. net/http's own error log goes to panicLog.
+// newFrontDoor returns the front door's server for h: the router's own
+// HTTP/1.1 server (internal/frontdoor). ReadTimeout bounds a request's
+// headers and body; it never cuts a response, and there is no write
+// timeout: streams last as long as the engine streams, bounded by the
+// tiers' idle timeouts. The server's error log goes to panicLog.
+func newFrontDoor(logger *slog.Logger, h http.Handler, bodyReadTimeout time.Duration) *frontdoor.Server {
+	return &frontdoor.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       bodyReadTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		WatchAfter:        clientWatchAfter,
+		ErrorLog:          log.New(panicLog{logger}, "", 0),
+	}
+}
+
+// newServer returns the admin listener's net/http server for h, with the
+// front door's bounds (newFrontDoor). net/http lifts the connection's read
+// deadline when a request's body has been read to its end, so ReadTimeout
+// never cuts a response.
 func newServer(logger *slog.Logger, h http.Handler, bodyReadTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -91,15 +113,16 @@ func newServer(logger *slog.Logger, h http.Handler, bodyReadTimeout time.Duratio
 	}
 }
 
-// panicPrefix starts net/http's log line for a handler's panic.
+// panicPrefix starts the servers' log line for a handler's panic.
 const panicPrefix = "http: panic serving "
 
-// panicLog is net/http's error log of the router's servers. net/http writes
-// a line there when a handler panics with anything but http.ErrAbortHandler,
-// then closes the connection, so the client sees it closed without an
-// answer: the router logs the panic and its stack at ERROR, without the
-// client's address. net/http's other lines (TLS handshake errors, ...)
-// quote client addresses and raw errors and are dropped.
+// panicLog is the error log of the router's servers. Both (net/http's and
+// internal/frontdoor) write a line there when a handler panics with
+// anything but http.ErrAbortHandler, then close the connection, so the
+// client sees it closed without an answer: the router logs the panic and
+// its stack at ERROR, without the client's address. The servers' other
+// lines (accept errors, TLS handshake errors, ...) quote client addresses
+// and raw errors and are dropped.
 type panicLog struct{ logger *slog.Logger }
 
 // Write logs p if it is a panic's line.
@@ -121,7 +144,7 @@ func (l panicLog) Write(p []byte) (int, error) {
 // which cancelled every request), it waits at most hurriedShutdownTimeout
 // more for their handlers to return, and does not wait for the admin
 // server.
-func shutdown(hurry context.Context, logger *slog.Logger, front, adminSrv *http.Server, timeout time.Duration) {
+func shutdown(hurry context.Context, logger *slog.Logger, front *frontdoor.Server, adminSrv *http.Server, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(hurry, timeout)
 	defer cancel()
 	err := front.Shutdown(ctx)

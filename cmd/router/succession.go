@@ -164,7 +164,7 @@ func (s *succession) handler(h http.Handler, draining *atomic.Bool) *frontDoor {
 // the one that may wait for the adoption returns before h is called: the
 // serving goroutine of a stream keeps every frame below h on its stack for
 // as long as the stream lasts, and the frames of the request path, with
-// net/http's own, must fit in 8 KiB, or every stream's stack doubles to 16
+// the server's own, must fit in 8 KiB, or every stream's stack doubles to 16
 // KiB (docs/ROUTER.md#9-performance).
 type frontDoor struct {
 	s        *succession

@@ -13,7 +13,7 @@
 //
 // The package must never retry an upstream request or pick a second member
 // for a request, never wait for capacity, readiness or pressure, never start
-// a goroutine per request beyond what net/http starts, never mutate quiesce
+// a goroutine per request beyond what the server starts, never mutate quiesce
 // intent, and never put an endpoint URL, address, credential, prompt,
 // upstream body or raw Go error text in an error body or log line it
 // produces.

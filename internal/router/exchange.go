@@ -283,7 +283,7 @@ func flushEveryWrite(head *upstream.Head) bool {
 // trailers passes the member's trailers on once its body was read whole:
 // under the names its head announced (announceTrailers), or, when the
 // body brought others, each under http.TrailerPrefix. A response with
-// trailers is flushed first, so that net/http sends it chunked.
+// trailers is flushed first, so that the server sends it chunked.
 func (ex *exchange) trailers(announced int) {
 	trailer := ex.attempt.Trailer()
 	if len(trailer) == 0 {

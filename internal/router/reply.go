@@ -123,7 +123,7 @@ func (r *heldReply) unsent() bool { return r.status != 0 && !r.committed }
 const writeDeadlineSteps = 4
 
 // deadlineSetter is the part of a client's ResponseWriter that sets its
-// connection's write deadline (net/http's response has it).
+// connection's write deadline (the front door's response has it).
 type deadlineSetter interface {
 	SetWriteDeadline(deadline time.Time) error
 }
@@ -132,7 +132,7 @@ type deadlineSetter interface {
 // progress: the client's connection gets a write deadline of timeout, moved
 // forward as writes are made. A client that stops reading blocks the
 // router's write once the sockets' buffers are full; the deadline then
-// fails the write, net/http closes the connection and cancels the request,
+// fails the write, the server closes the connection and cancels the request,
 // and the exchange ends as client_gone and releases its lease
 // (docs/ROUTER.md#3-terminal-paths). Without it the exchange would wait as
 // long as the engine produces: the member's idle timeout runs only while

@@ -301,7 +301,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 // its exchange, or nil when it answered the request itself. It returns
 // before the exchange is served, so that its frame, the largest of the
 // request path, is not under the exchange's: the deepest call of a stream,
-// net/http writing the response head, must fit in the serving goroutine's
+// the server writing the response head, must fit in the serving goroutine's
 // 8 KiB (docs/ROUTER.md#9-performance).
 func (rt *Router) admit(w http.ResponseWriter, r *http.Request) *exchange {
 	o := Outcome{Start: rt.clock.Now(), RequestID: rt.ids.requestID(r.Header)}
