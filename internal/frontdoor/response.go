@@ -664,7 +664,7 @@ func writeStatusLine(bw *bufio.Writer, is11 bool, code int) {
 
 // maxSortedFields is how many field names writeFields sorts without
 // allocating.
-const maxSortedFields = 32
+const maxSortedFields = 16
 
 // writeFields writes h's fields but the excluded ones, sorted by name as
 // net/http writes them, each value with its line breaks made spaces and
