@@ -46,8 +46,8 @@ FUZZ_TARGETS := \
 	./internal/scheduler:FuzzMalformedRank:300000 \
 	./internal/pressure:FuzzParse:200000 \
 	./internal/admission:FuzzQueue:10000 \
-	./internal/router:FuzzModelField:20000 \
-	./internal/router:FuzzRewriteModel:20000 \
+	./internal/reqbody:FuzzModelField:20000 \
+	./internal/reqbody:FuzzRewriteModel:20000 \
 	./internal/sse:FuzzScanner:200000
 
 # VERSION and REVISION are stamped into every program (--version) and image
@@ -280,10 +280,11 @@ test-soak: ## Run the chaos soak for 30 s with thresholds scaled to it (part of 
 	$(MAKE) soak SOAK_DURATION=30s SOAK_OUT=$(CURDIR)/out/soak-test
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for its count of executions (or for FUZZTIME when set).
+fuzz: ## Run each fuzz target for its count of executions (or for FUZZTIME when set); a target missing from its package, or failing, fails it.
 	for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
-		go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(if $(FUZZTIME),$(FUZZTIME),$${n}x) $$pkg; \
+		grep -qs "^func $$name(" $$pkg/*_test.go || { echo "fuzz: no $$name in $$pkg"; exit 1; }; \
+		go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(if $(FUZZTIME),$(FUZZTIME),$${n}x) $$pkg || exit 1; \
 	done
 
 # BENCH_FLAGS are passed to the end-to-end harness by `make bench`
