@@ -343,11 +343,11 @@ func (w *response) sendHead(p []byte) error {
 	extra.write(bw)
 	_, _ = bw.WriteString("\r\n")
 	if w.pending != nil {
-		pending := *w.pending
+		// Written before the buffer goes back to the pool: another
+		// response may take it at once.
+		_, err := w.writeBody(*w.pending)
 		w.putPending()
-		if _, err := w.writeBody(pending); err != nil {
-			return err
-		}
+		return err
 	}
 	return nil
 }

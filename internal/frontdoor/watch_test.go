@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,5 +93,55 @@ func TestQuickRequestsStartNoWatch(t *testing.T) {
 	// Each request's read, and the one waiting for the next request.
 	if got := cl.reads.Load(); got > requests+1 {
 		t.Fatalf("%d quick requests took %d reads of their connection, want at most %d: a watch read the client", requests, got, requests+1)
+	}
+}
+
+// TestConcurrentSmallBodiesKeepTheirBytes checks that responses held back
+// until the handler ends (small bodies without a Content-Length, given one
+// by the server) each carry their own bytes while many connections answer
+// at once: the buffer that holds one goes back to the pool only after its
+// bytes were written.
+func TestConcurrentSmallBodiesKeepTheirBytes(t *testing.T) {
+	const clients, requests = 32, 100
+	s := &frontdoor.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, strings.Repeat(r.URL.Query().Get("v"), 512)) //nolint:gosec // the test's own client reads it back.
+	})}
+	addr, served := startFD(t, s)
+	t.Cleanup(func() {
+		_ = s.Close()
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+		}
+	})
+	errs := make(chan error, clients)
+	for c := range clients {
+		conn := dial(t, addr)
+		go func() {
+			br := bufio.NewReader(conn)
+			for i := range requests {
+				v := string(rune('a' + (c*requests+i)%26))
+				if _, err := fmt.Fprintf(conn, "GET /?v=%s HTTP/1.1\r\nHost: h\r\n\r\n", v); err != nil {
+					errs <- err
+					return
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if err != nil || string(b) != strings.Repeat(v, 512) || resp.ContentLength != 512 {
+					errs <- fmt.Errorf("client %d request %d: %d bytes, Content-Length %d, want 512 of %q (%v)", c, i, len(b), resp.ContentLength, v, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := recv(t, errs, "a client's requests"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
