@@ -558,6 +558,7 @@ func (c *conn) readRequest(ctx context.Context) (*response, error) {
 	c.reqSeq++
 	seq := c.reqSeq
 	c.watchMu.Unlock()
+	wants10 := wants10KeepAlive(req)
 	w := &response{
 		c:             c,
 		req:           req,
@@ -566,8 +567,8 @@ func (c *conn) readRequest(ctx context.Context) (*response, error) {
 		header:        make(http.Header),
 		contentLength: -1,
 		closeAfter:    h2Upgrade,
-		wantsClose:    req.Close && !wants10KeepAlive(req),
-		wants10:       wants10KeepAlive(req),
+		wantsClose:    req.Close && !wants10,
+		wants10:       wants10,
 	}
 	if req.Body != http.NoBody && req.Body != nil {
 		w.body = &w.bodyv
